@@ -1,0 +1,61 @@
+/* The one C-level owner of CUPTI in this process. CUPTI is loaded with dlopen on first use, never
+ * at import: a CUPTI already loaded by another library (torch) is reused; otherwise it is searched
+ * in GPUPROFILE_CUPTI_PATH (an override: the only place looked), the CUDA found at build time,
+ * CUDA_HOME, /usr/local/cuda, and the CUDA wheels' folders on sys.path. Calls go through the
+ * table `gp_cupti`; every call is checked with GP_CUPTI_CHECK. */
+#ifndef GP_CUPTI_LOADER_H
+#define GP_CUPTI_LOADER_H
+
+#include <Python.h>
+#include <cupti.h>
+
+/* Every CUPTI function gpuprofile calls. Add a name here to use it as gp_cupti.<name>. */
+#define GP_CUPTI_FUNCTIONS(X)                                                                      \
+    X(cuptiGetVersion)                                                                             \
+    X(cuptiGetResultString)                                                                        \
+    X(cuptiSubscribe)                                                                              \
+    X(cuptiUnsubscribe)                                                                            \
+    X(cuptiEnableDomain)                                                                           \
+    X(cuptiEnableCallback)
+
+typedef struct {
+#define GP_CUPTI_MEMBER(name) __typeof__(&name) name;
+    GP_CUPTI_FUNCTIONS(GP_CUPTI_MEMBER)
+#undef GP_CUPTI_MEMBER
+} gp_cupti_api;
+
+extern gp_cupti_api gp_cupti;
+
+/* Loads CUPTI once; 0 on success, -1 with CuptiError saying where it looked. */
+int gp_cupti_load(void);
+
+/* Sets CuptiError for `res` from `call`; returns NULL. */
+PyObject *gp_set_cupti_error(CUptiResult res, const char *call, const char *file, int line);
+
+#define GP_CUPTI_CHECK(call)                                                                       \
+    do {                                                                                           \
+        CUptiResult gp_res_ = (call);                                                              \
+        if (gp_res_ != CUPTI_SUCCESS) {                                                            \
+            gp_set_cupti_error(gp_res_, #call, __FILE__, __LINE__);                                \
+            goto error;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* CUPTI allows one callback subscriber per process; gpuprofile's is created here, once, and
+ * shared by every gpuprofile feature through handlers. gp_cupti_subscribe() loads CUPTI if
+ * needed and subscribes; if another tool holds CUPTI (torch.profiler/Kineto, proton, Nsight,
+ * DCGM) it raises CuptiError naming the likely holder. 0 on success, -1 with an exception. */
+int gp_cupti_subscribe(void);
+CUpti_SubscriberHandle gp_cupti_subscriber(void);
+
+/* Called by the dispatcher on CUPTI's calling thread, without the GIL: must not touch Python. */
+typedef void (*gp_cupti_handler)(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                 const void *cbdata);
+/* Adds/removes a handler (at most 16). Enabling the domains/callbacks it needs is the caller's
+ * job (cuptiEnableDomain / cuptiEnableCallback on gp_cupti_subscriber()). */
+int gp_cupti_add_handler(gp_cupti_handler handler, void *userdata);
+void gp_cupti_remove_handler(gp_cupti_handler handler, void *userdata);
+
+int gp_cupti_loader_init(PyObject *module);
+
+#endif

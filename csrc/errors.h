@@ -1,0 +1,33 @@
+/* One error path for the extension: every CUDA, CUPTI and NVPW call goes through a check macro
+ * that raises gpuprofile.CudaError / CuptiError naming the call, the error and file:line, then
+ * jumps to the enclosing function's `error:` label. Library code never prints or exits. */
+#ifndef GP_ERRORS_H
+#define GP_ERRORS_H
+
+#include <Python.h>
+#include <cuda_runtime_api.h>
+
+/* Exception types, owned by the module state; set once at module exec. */
+extern PyObject *gp_GpuProfileError; /* base: RuntimeError */
+extern PyObject *gp_CudaError;
+extern PyObject *gp_CuptiError;
+extern PyObject *gp_NoDeviceError;
+
+int gp_errors_init(PyObject *module);
+
+/* Sets CudaError for `err` returned by `call`; always returns NULL. */
+PyObject *gp_set_cuda_error(cudaError_t err, const char *call, const char *file, int line);
+
+/* True for errors after which the CUDA context is unusable (e.g. an illegal address in a kernel). */
+int gp_cuda_error_is_sticky(cudaError_t err);
+
+#define GP_CUDA_CHECK(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t gp_err_ = (call);                                                              \
+        if (gp_err_ != cudaSuccess) {                                                              \
+            gp_set_cuda_error(gp_err_, #call, __FILE__, __LINE__);                                 \
+            goto error;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+#endif

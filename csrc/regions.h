@@ -1,0 +1,35 @@
+/* Timed code regions: `with gpuprofile.region(name):`, the decorator form, and their records.
+ *
+ * Enter takes an event pair from the pool (events.c), records the start event on the region's
+ * stream and pushes an NVTX range; exit records the stop event and pops it. Nothing on exit waits
+ * for the GPU: a record keeps its events until its elapsed time is read ("resolved"), which
+ * happens when results are read or when the pool needs events back. Without a device, regions
+ * time with the host clock and their records say so. */
+#ifndef GP_REGIONS_H
+#define GP_REGIONS_H
+
+#include <Python.h>
+#include <stdint.h>
+
+int gp_regions_init(PyObject *module);
+
+/* Index of the innermost open region record on the calling thread, or -1. Used to attribute
+ * kernels and allocations to regions. */
+int64_t gp_region_innermost(void);
+
+/* Name of record `index` (borrowed), or NULL if out of range. */
+PyObject *gp_region_record_name(int64_t index);
+
+/* An observer of region enter/exit, for features that attribute work to regions (CUPTI
+ * external correlation, memory peaks). Called with the GIL held, after the start event is
+ * recorded and before the stop event; must be cheap. enter returning -1 (exception set) aborts
+ * the enter. One observer at a time; NULL removes it. */
+typedef struct {
+    int (*enter)(int64_t record, void *userdata);
+    void (*exit)(int64_t record, void *userdata);
+    void *userdata;
+} gp_region_observer;
+
+void gp_regions_set_observer(const gp_region_observer *observer);
+
+#endif

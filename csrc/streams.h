@@ -1,0 +1,12 @@
+/* The stream argument every GPU call takes: None (the legacy default stream), an integer handle,
+ * or any object with __cuda_stream__ (CUDA Python protocol) or .cuda_stream (torch, CuPy). */
+#ifndef GP_STREAMS_H
+#define GP_STREAMS_H
+
+#include <Python.h>
+#include <cuda_runtime_api.h>
+
+/* 0 on success; -1 with TypeError/ValueError naming what was passed. */
+int gp_stream_from_object(PyObject *obj, cudaStream_t *out);
+
+#endif

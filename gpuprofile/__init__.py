@@ -1,0 +1,55 @@
+"""gpuprofile: trustworthy GPU measurements inside your Python process.
+
+    import gpuprofile as gp
+    with gp.region("attn"):          # CUDA events + NVTX on the stream; exit never syncs
+        out = attn(q, k, v)
+    print(gp.report())               # per-name GPU time table
+
+Importing never touches the GPU, the driver or CUPTI; NumPy is imported on first use of results.
+"""
+
+from __future__ import annotations
+
+from . import kernels, nvtx
+from ._C import (
+    CudaError,
+    CuptiError,
+    GpuProfileError,
+    NoDeviceError,
+    disable,
+    enable,
+    is_enabled,
+    region,
+    reset,
+)
+from .device import DeviceInfo, device_count, device_info
+
+__version__ = "0.1.0"
+
+
+def records():
+    """Every region instance since reset() as a NumPy structured array (see _records.records)."""
+    from ._records import records as _records
+
+    return _records()
+
+
+def stats(name: str):
+    """RegionStats of region `name`: count, total/mean/median/min/max/p90 ms, host time."""
+    from ._records import stats as _stats
+
+    return _stats(name)
+
+
+def report():
+    """A Report table of every region name; print() it or show it in a notebook."""
+    from ._records import report as _report
+
+    return _report()
+
+
+__all__ = [
+    "CudaError", "CuptiError", "DeviceInfo", "GpuProfileError", "NoDeviceError", "device_count",
+    "device_info", "disable", "enable", "is_enabled", "kernels", "nvtx", "records", "region",
+    "report", "reset", "stats",
+]

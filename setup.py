@@ -1,0 +1,110 @@
+"""Build gpuprofile._C: the C sources in csrc/ and the CUDA kernels in kernels/, one extension.
+
+CUDA is found from CUDA_HOME (or CUDA_PATH), else /usr/local/cuda. The GPU architectures come from
+GPUPROFILE_CUDA_ARCHS ("80;90" by default: sm_80 and sm_90 machine code plus compute_90 PTX). No GPU
+is needed to build. The CUDA runtime is linked statically; CUPTI is loaded at run time (dlopen).
+"""
+
+import os
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from glob import glob
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+def find_cuda():
+    candidates = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    for home in filter(None, candidates):
+        nvcc = os.path.join(home, "bin", "nvcc")
+        header = os.path.join(home, "include", "cuda_runtime_api.h")
+        if os.path.isfile(nvcc) and os.path.isfile(header):
+            return os.path.realpath(home)
+    looked = ", ".join(c for c in candidates if c)
+    sys.exit(
+        "gpuprofile: cannot build without the CUDA toolkit (nvcc and headers). "
+        f"Looked in: {looked}. Install the CUDA toolkit (12.8 or newer) or set CUDA_HOME."
+    )
+
+
+def cuda_lib_dir(home):
+    for sub in ("lib64", "lib", "targets/x86_64-linux/lib", "targets/sbsa-linux/lib"):
+        path = os.path.join(home, sub)
+        if os.path.isfile(os.path.join(path, "libcudart_static.a")):
+            return path
+    sys.exit(f"gpuprofile: libcudart_static.a not found under {home}")
+
+
+def gencode_flags():
+    archs = os.environ.get("GPUPROFILE_CUDA_ARCHS", "80;90").replace(",", ";")
+    archs = [a.strip() for a in archs.split(";") if a.strip()]
+    if not archs or not all(a.rstrip("a").isdigit() for a in archs):
+        sys.exit(f"gpuprofile: GPUPROFILE_CUDA_ARCHS must list compute capabilities like '80;90', got {archs!r}")
+    flags = []
+    for arch in archs:
+        flags += [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
+    newest = max(archs, key=lambda a: int(a.rstrip("a")))
+    flags += [f"-gencode=arch=compute_{newest},code=compute_{newest}"]
+    return flags
+
+
+class BuildExt(build_ext):
+    """Compile kernels/*.cu with nvcc (in parallel), then link them into the C extension."""
+
+    def build_extensions(self):
+        home = find_cuda()
+        libdir = cuda_lib_dir(home)
+        ext = self.extensions[0]
+        ext.include_dirs.append(os.path.join(home, "include"))
+        ext.extra_objects = self.compile_cuda(home) + [os.path.join(libdir, "libcudart_static.a")]
+        ext.define_macros.append(("GP_BUILD_CUDA_HOME", '"%s"' % home))
+        self.parallel = os.cpu_count() or 1
+        super().build_extensions()
+
+    def compile_cuda(self, home):
+        nvcc = os.path.join(home, "bin", "nvcc")
+        out_dir = os.path.join(self.build_temp, "kernels")
+        os.makedirs(out_dir, exist_ok=True)
+        extra = shlex.split(os.environ.get("GPUPROFILE_NVCC_FLAGS", ""))
+        flags = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC,-fvisibility=hidden"]
+        flags += ["--expt-relaxed-constexpr", "-Ikernels", *gencode_flags(), *extra]
+        if os.environ.get("CUDAHOSTCXX"):
+            flags += ["-ccbin", os.environ["CUDAHOSTCXX"]]
+        jobs = []
+        for src in sorted(glob(os.path.join("kernels", "*.cu"))):
+            obj = os.path.join(out_dir, os.path.basename(src) + ".o")
+            deps = [src, *glob(os.path.join("kernels", "*.h")), *glob(os.path.join("kernels", "*.cuh"))]
+            if self.force or not os.path.exists(obj) or max(map(os.path.getmtime, deps)) > os.path.getmtime(obj):
+                jobs.append([nvcc, *flags, "-c", src, "-o", obj])
+        objects = [os.path.join(out_dir, os.path.basename(s) + ".o") for s in sorted(glob("kernels/*.cu"))]
+
+        def run(cmd):
+            print(" ".join(cmd), flush=True)
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            if proc.returncode != 0:
+                raise RuntimeError(f"nvcc failed on {cmd[-3]}:\n{proc.stdout}{proc.stderr}")
+            return proc.stderr
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            for warnings in pool.map(run, jobs):
+                if warnings.strip():
+                    print(warnings, file=sys.stderr)
+        return objects
+
+
+extension = Extension(
+    "gpuprofile._C",
+    sources=sorted(glob("csrc/*.c")),
+    include_dirs=["csrc/cxx_shim", "csrc", "kernels"],
+    extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
+                        "-Wno-unused-parameter", "-fvisibility=hidden"],
+    libraries=["dl", "pthread", "rt", "stdc++"],
+    depends=glob("csrc/*.h") + glob("kernels/*.h"),
+)
+
+setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt})

@@ -1,0 +1,91 @@
+"""Import and device discovery on any machine, GPU or not."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import gpuprofile as gp
+
+no_device = pytest.mark.skipif(gp.device_count() > 0, reason="checks the no-device behaviour")
+
+
+def test_import_needs_no_gpu_and_is_fast():
+    code = "import time; t=time.perf_counter(); import gpuprofile; print(time.perf_counter()-t)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(out.stdout) < 0.5  # the 50 ms target is measured in bench_overhead, not here
+
+
+def test_import_does_not_load_numpy_or_cupti():
+    code = ("import sys, gpuprofile; print('numpy' in sys.modules); "
+            "print(any('cupti' in l for l in open('/proc/self/maps')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_device_count_never_raises():
+    n = gp.device_count()
+    assert isinstance(n, int) and n >= 0
+
+
+@no_device
+def test_no_device_count_is_zero():
+    assert gp.device_count() == 0
+
+
+@no_device
+@pytest.mark.parametrize("call", [lambda: gp.device_info(0), lambda: gp.kernels.spin(1000)])
+def test_gpu_only_calls_raise_no_device_error(call):
+    with pytest.raises(gp.NoDeviceError, match="no usable CUDA device"):
+        call()
+
+
+def test_exception_hierarchy():
+    for exc in (gp.CudaError, gp.CuptiError, gp.NoDeviceError):
+        assert issubclass(exc, gp.GpuProfileError)
+    assert issubclass(gp.GpuProfileError, RuntimeError)
+
+
+def test_device_info_bad_index():
+    with pytest.raises(TypeError):
+        gp.device_info("0")
+    if gp.device_count():
+        with pytest.raises(IndexError, match="out of range"):
+            gp.device_info(gp.device_count())
+
+
+def test_spin_argument_validation():
+    with pytest.raises(TypeError, match="ns must be an int"):
+        gp.kernels.spin(1.5)
+    with pytest.raises(ValueError, match="ns must be in"):
+        gp.kernels.spin(-1)
+    with pytest.raises(ValueError, match="ns must be in"):
+        gp.kernels.spin(10**12)
+    with pytest.raises(TypeError, match="stream must be None"):
+        gp.kernels.spin(10, stream="s")
+
+
+def test_cli_info_exits_zero():
+    out = subprocess.run([sys.executable, "-m", "gpuprofile", "info"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "gpuprofile" in out.stdout and "CUPTI" in out.stdout
+    if gp.device_count() == 0:
+        assert "GPU: none found" in out.stdout
+
+
+def test_cli_info_json():
+    import json
+
+    out = subprocess.run([sys.executable, "-m", "gpuprofile", "info", "--json"], capture_output=True,
+                         text=True, check=True)
+    info = json.loads(out.stdout)
+    assert info["device_count"] == gp.device_count()
+    assert len(info["devices"]) == info["device_count"]
+
+
+def test_cupti_override_pointing_nowhere_is_reported():
+    env = dict(os.environ, GPUPROFILE_CUPTI_PATH="/nonexistent/libcupti.so")
+    code = "import gpuprofile._C as C; print(C._cupti_info())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert "'found': False" in out.stdout and "/nonexistent/libcupti.so" in out.stdout
