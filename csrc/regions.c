@@ -71,12 +71,50 @@ typedef struct {
 static pending_t pending[GP_MAX_DEVICES];
 
 static int enabled = 1;
-static const gp_region_observer *observer;
+#define GP_MAX_OBSERVERS 4
+static const gp_region_observer *observers[GP_MAX_OBSERVERS];
+static int n_observers;
+
+int
+gp_regions_add_observer(const gp_region_observer *obs)
+{
+    if (n_observers == GP_MAX_OBSERVERS) {
+        PyErr_SetString(gp_GpuProfileError, "too many region observers");
+        return -1;
+    }
+    observers[n_observers++] = obs;
+    return 0;
+}
 
 void
-gp_regions_set_observer(const gp_region_observer *obs)
+gp_regions_remove_observer(const gp_region_observer *obs)
 {
-    observer = obs;
+    for (int k = 0; k < n_observers; k++)
+        if (observers[k] == obs) {
+            memmove(&observers[k], &observers[k + 1], (size_t)(n_observers - k - 1) * sizeof obs);
+            n_observers--;
+            return;
+        }
+}
+
+/* Tells the observers about a new record; on failure, exits the ones already told. */
+static int
+notify_enter(int64_t i)
+{
+    for (int k = 0; k < n_observers; k++)
+        if (observers[k]->enter(i, observers[k]->userdata) < 0) {
+            while (--k >= 0)
+                observers[k]->exit(i, observers[k]->userdata);
+            return -1;
+        }
+    return 0;
+}
+
+static void
+notify_exit(int64_t i)
+{
+    for (int k = n_observers - 1; k >= 0; k--)
+        observers[k]->exit(i, observers[k]->userdata);
 }
 
 typedef struct {
@@ -405,7 +443,7 @@ enter_impl(gp_region *self)
     r->state = REC_OPEN;
     r->flags = 0;
     store.open++;
-    if (observer != NULL && observer->enter(i, observer->userdata) < 0) {
+    if (n_observers > 0 && notify_enter(i) < 0) {
         t->n--;
         t->depth--;
         Py_DECREF(self);
@@ -453,8 +491,8 @@ exit_impl(gp_region *self, int raised)
         return 0;
     t->depth--;
     store.open--;
-    if (observer != NULL)
-        observer->exit(i, observer->userdata);
+    if (n_observers > 0)
+        notify_exit(i);
     gp_record *r = &store.recs[i];
     r->host_end_ns = host_end;
     if (raised)

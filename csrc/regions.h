@@ -23,13 +23,14 @@ PyObject *gp_region_record_name(int64_t index);
 /* An observer of region enter/exit, for features that attribute work to regions (CUPTI
  * external correlation, memory peaks). Called with the GIL held, after the start event is
  * recorded and before the stop event; must be cheap. enter returning -1 (exception set) aborts
- * the enter. One observer at a time; NULL removes it. */
+ * the enter. Up to 4 observers; they are called in the order they were added. */
 typedef struct {
     int (*enter)(int64_t record, void *userdata);
     void (*exit)(int64_t record, void *userdata);
     void *userdata;
 } gp_region_observer;
 
-void gp_regions_set_observer(const gp_region_observer *observer);
+int gp_regions_add_observer(const gp_region_observer *observer); /* -1 when full */
+void gp_regions_remove_observer(const gp_region_observer *observer);
 
 #endif
