@@ -48,8 +48,26 @@ def report():
     return _report()
 
 
+# Imported on first use (PEP 562), so `import gpuprofile` stays fast.
+_LAZY = {
+    "benchmark": ".bench", "BenchmarkResult": "._bench_result", "Comparison": "._bench_result",
+    "compare": "._bench_result", "Stream": ".streams",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'gpuprofile' has no attribute {name!r}")
+
+
 __all__ = [
     "CudaError", "CuptiError", "DeviceInfo", "GpuProfileError", "NoDeviceError", "device_count",
     "device_info", "disable", "enable", "is_enabled", "kernels", "nvtx", "records", "region",
     "report", "reset", "stats",
+    "BenchmarkResult", "Comparison", "Stream", "benchmark", "compare",
 ]
