@@ -49,7 +49,8 @@ static struct {
 } flush_buf[GP_MAX_DEVICES];
 
 typedef struct {
-    PyObject_HEAD PyObject *fn, *args, *kwargs, *setup, *stream_obj;
+    PyObject_HEAD
+    PyObject *fn, *args, *kwargs, *setup, *stream_obj;
     cudaStream_t stream;
     int device, mode, flush, closed;
     gp_read_params flush_params;
@@ -168,16 +169,18 @@ error:
     return -1;
 }
 
-/* setup() before an iteration, untimed: None keeps the runner's arguments, (args, kwargs) replaces
- * them for this iteration. New references in *args and *kwargs. */
+/* setup() before an iteration, untimed: None keeps the default arguments, (args, kwargs)
+ * replaces them for this call. New references in *args and *kwargs (kwargs may be NULL). Shared
+ * by the GPU and host loops. */
 static int
-call_setup(gp_bench *self, PyObject **args, PyObject **kwargs)
+setup_arguments(PyObject *setup, PyObject *dargs, PyObject *dkwargs, PyObject **args,
+                PyObject **kwargs)
 {
-    *args = Py_NewRef(self->args);
-    *kwargs = Py_XNewRef(self->kwargs);
-    if (self->setup == NULL)
+    *args = Py_NewRef(dargs);
+    *kwargs = Py_XNewRef(dkwargs);
+    if (setup == NULL || setup == Py_None)
         return 0;
-    PyObject *r = PyObject_CallNoArgs(self->setup);
+    PyObject *r = PyObject_CallNoArgs(setup);
     if (r == NULL)
         return -1;
     if (r == Py_None) {
@@ -187,17 +190,22 @@ call_setup(gp_bench *self, PyObject **args, PyObject **kwargs)
     if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(r, 0)) ||
         !(PyDict_Check(PyTuple_GET_ITEM(r, 1)) || PyTuple_GET_ITEM(r, 1) == Py_None)) {
         PyErr_Format(PyExc_TypeError,
-                     "setup() must return None or (args: tuple, kwargs: dict), "
-                     "got %.100s",
+                     "setup() must return None or (args: tuple, kwargs: dict), got %.100s",
                      Py_TYPE(r)->tp_name);
         Py_DECREF(r);
         return -1;
     }
     Py_SETREF(*args, Py_NewRef(PyTuple_GET_ITEM(r, 0)));
     PyObject *kw = PyTuple_GET_ITEM(r, 1);
-    Py_SETREF(*kwargs, kw == Py_None ? NULL : Py_NewRef(kw));
+    Py_XSETREF(*kwargs, kw == Py_None ? NULL : Py_NewRef(kw));
     Py_DECREF(r);
     return 0;
+}
+
+static int
+call_setup(gp_bench *self, PyObject **args, PyObject **kwargs)
+{
+    return setup_arguments(self->setup, self->args, self->kwargs, args, kwargs);
 }
 
 /* One timed iteration: [flush] [setup] start event, fn, stop event. Hot mode records only the
@@ -312,17 +320,21 @@ error:
     return NULL;
 }
 
-/* first_call() -> host ns of one call plus a device-wide synchronize, without the gate: the first
- * call may JIT-compile, load modules lazily or grow allocators, all of which can block. */
+/* first_call() -> host ns of one call (after setup(), if any) plus a device-wide synchronize,
+ * without the gate: the first call may JIT-compile, load modules lazily or grow allocators, all of
+ * which can block. */
 static PyObject *
 bench_first_call(PyObject *op, PyObject *unused)
 {
     gp_bench *self = (gp_bench *)op;
-    if (check_usable(self) < 0)
-        return NULL;
+    PyObject *args = NULL, *kwargs = NULL;
+    if (check_usable(self) < 0 || call_setup(self, &args, &kwargs) < 0)
+        goto error;
     int64_t t0 = gp_now_ns();
-    PyObject *r = PyObject_Call(self->fn, self->args, self->kwargs);
+    PyObject *r = PyObject_Call(self->fn, args, kwargs);
     self->calls++;
+    Py_CLEAR(args);
+    Py_CLEAR(kwargs);
     if (r == NULL) {
         self->failed_call = self->calls - 1;
         drain(self);
@@ -336,6 +348,8 @@ bench_first_call(PyObject *op, PyObject *unused)
     GP_CUDA_CHECK(err);
     return PyLong_FromLongLong(gp_now_ns() - t0);
 error:
+    Py_XDECREF(args);
+    Py_XDECREF(kwargs);
     return NULL;
 }
 
@@ -622,19 +636,15 @@ host_batch(PyObject *module, PyObject *args, PyObject *kwargs)
     if (out == NULL)
         return NULL;
     double *ms = (double *)PyBytes_AS_STRING(out);
+    PyObject *call_args = NULL, *call_kwargs = NULL;
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
-        if (PyErr_CheckSignals() < 0)
+        if (PyErr_CheckSignals() < 0 ||
+            setup_arguments(setup, fargs, fkwargs, &call_args, &call_kwargs) < 0)
             goto error;
-        if (setup != Py_None) {
-            PyObject *r = PyObject_CallNoArgs(setup);
-            if (r == NULL)
-                goto error;
-            Py_DECREF(r);
-        }
         int64_t t0 = gp_now_ns();
         for (int k = 0; k < inner; k++) {
-            PyObject *r = PyObject_Call(fn, fargs, fkwargs);
+            PyObject *r = PyObject_Call(fn, call_args, call_kwargs);
             if (r == NULL) {
                 tag_call_index((long long)i * inner + k);
                 goto error;
@@ -644,9 +654,13 @@ host_batch(PyObject *module, PyObject *args, PyObject *kwargs)
         int64_t dt = gp_now_ns() - t0;
         total += dt;
         ms[i] = (double)dt / 1e6 / inner;
+        Py_CLEAR(call_args);
+        Py_CLEAR(call_kwargs);
     }
     return Py_BuildValue("(NL)", out, (long long)total);
 error:
+    Py_XDECREF(call_args);
+    Py_XDECREF(call_kwargs);
     Py_DECREF(out);
     return NULL;
 }

@@ -81,7 +81,8 @@ class Options:
     bytes: float | None
     name: str | None
     peak: Any
-    fixed: bool = False
+    fixed: bool = False  # exactly max_iters samples, no stopping rule (pytest plugin's pedantic)
+    warmup_iters: int | None = None  # warm up by count instead of by time
 
 
 def _number(value, option, *, minimum=0.0, strict=False, allow_inf=False):
@@ -103,7 +104,7 @@ def _integer(value, option, minimum):
 
 
 def make_options(*, warmup, min_time, max_time, max_noise, min_iters, max_iters, flush_l2, mode,
-                 clock, stream, flops, bytes, name, peak, fixed=False) -> Options:
+                 clock, stream, flops, bytes, name, peak, fixed=False, warmup_iters=None) -> Options:
     """Validated options; ValueError/TypeError naming the option otherwise."""
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -141,8 +142,10 @@ def make_options(*, warmup, min_time, max_time, max_noise, min_iters, max_iters,
             "with torch.cuda.stream(s): gpuprofile.benchmark(fn, mode='graph', stream=s). "
             "Raw CUDA: s = gpuprofile.Stream() and launch on s.cuda_stream."
         )
+    if warmup_iters is not None:
+        warmup_iters = _integer(warmup_iters, "warmup_iters", 0)
     return Options(warmup, min_time, max_time, max_noise, min_iters, max_iters, flush_l2, mode,
-                   clock, stream, flops, bytes, name, peak, fixed)
+                   clock, stream, flops, bytes, name, peak, fixed, warmup_iters)
 
 
 # ---- sample sources ------------------------------------------------------------------------------
@@ -235,15 +238,24 @@ def next_batch(per_iter_s: float, elapsed_s: float, have: int, *, cap: int, max_
     return max(1, k)
 
 
-def warm_up(source, seconds: float, per_call_s: float) -> tuple[float, float]:
-    """Runs batches (samples discarded) for `seconds`, at least one; returns (wall s, s per iter)."""
+def warm_up(source, seconds: float, per_call_s: float, iters: int | None = None) -> tuple[float, float]:
+    """Runs batches (samples discarded) for `seconds` and until one was not tainted (so the gate's
+    fate is settled before measuring), or for exactly `iters` iterations when given; returns
+    (wall s, s per iteration)."""
     elapsed, k, per_iter = 0.0, 1, per_call_s
+    if iters is not None:
+        while iters > 0:
+            k = min(iters, source.max_batch)
+            with _Paused():
+                b = source.run(k)
+            elapsed, per_iter, iters = elapsed + b.wall_s, b.wall_s / k, iters - k
+        return elapsed, per_iter
     while True:
         with _Paused():
             b = source.run(k)
         elapsed += b.wall_s
         per_iter = b.wall_s / k
-        if elapsed >= seconds:
+        if elapsed >= seconds and not b.tainted:  # end on a batch that ran as measured ones will
             return elapsed, per_iter
         left = int((seconds - elapsed) / per_iter) + 1 if per_iter > 0 else source.max_batch
         k = max(1, min(source.max_batch, 2 * k, left))
@@ -451,8 +463,8 @@ def _run_host(fn, args, kwargs, opts, setup, name):
         source.run(1)
         first_call_s = time.perf_counter() - t0
         phase = "the warm-up"
-        warmup_s, per_call = warm_up(source, opts.warmup, first_call_s)
-        if setup is None and 0 < per_call < _HOST_MIN_SAMPLE_S:
+        warmup_s, per_call = warm_up(source, opts.warmup, first_call_s, opts.warmup_iters)
+        if setup is None and not opts.fixed and 0 < per_call < _HOST_MIN_SAMPLE_S:
             room = max(1, opts.max_iters // opts.min_iters)  # keep min_iters samples possible
             source.inner = min(1000, math.ceil(_HOST_MIN_SAMPLE_S / per_call), room)
         phase = "the measurement"
@@ -479,7 +491,7 @@ def _run_gpu(fn, args, kwargs, opts, setup, name):
             nodes = runner.capture()
         source = GpuSource(runner, opts.mode)
         phase = "the warm-up"
-        warmup_s, per_iter = warm_up(source, opts.warmup, first_call_s)
+        warmup_s, per_iter = warm_up(source, opts.warmup, first_call_s, opts.warmup_iters)
         start = _C._bench_sm_clock(runner.device, opts.stream)
         phase = "the measurement"
         got = collect(source, opts, per_iter)
@@ -495,6 +507,7 @@ def _run_gpu(fn, args, kwargs, opts, setup, name):
         raise
     finally:
         runner.close()
+    got.tainted = source.tainted  # gate timeouts in the warm-up too: the result reports them all
     return _build_result(opts, got, clock="gpu", inner=1, gated=source.gated,
                          flush_bytes=runner.flush_bytes, warmup_s=warmup_s,
                          first_call_ms=first_call_s * 1e3, info=_device_info(runner.device),

@@ -1,6 +1,7 @@
 """gpuprofile.benchmark on the CPU: the stopping rule with fake sample sources, option validation,
 host-clock benchmarks, faults, results (JSON, tables) and compare()."""
 
+import json
 import math
 import time
 import warnings
@@ -337,3 +338,35 @@ def test_warnings_are_not_raised_when_converged():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         host_result()
+
+
+# ---- ground-truth parsing (benchmarks/cupti_truth.py) ----------------------------------------------
+
+
+def load_truth_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "cupti_truth.py"
+    spec = importlib.util.spec_from_file_location("cupti_truth", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_truth_trace_parsing(tmp_path):
+    truth = load_truth_module()
+    kernel = lambda name, ts, dur: {"ph": "X", "cat": "kernel", "name": name, "ts": ts, "dur": dur}  # noqa: E731
+    events = [
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0.5, "dur": 3.0},
+        kernel("gp_read_kernel", 10.0, 30.0), kernel("gemm", 41.0, 5.125), kernel("epilogue", 47.0, 1.0),
+        kernel("gp_read_kernel", 50.0, 30.0), kernel("gemm", 81.0, 5.25), kernel("epilogue", 87.0, 1.0),
+    ]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events[::-1]}))  # order restored from ts
+    kernels = truth.kernel_events(path)
+    assert [k["name"] for k in kernels][:2] == ["gp_read_kernel", "gemm"]
+    assert truth.per_call_us(kernels, 2, delimited=True) == [6.125, 6.25]
+    assert truth.per_call_us(kernels[1:3], 1, delimited=False) == [6.125]
+    with pytest.raises(RuntimeError, match="multiple of 4"):
+        truth.per_call_us(kernels, 4, delimited=True)
