@@ -33,6 +33,7 @@ _GATE_TIMED_OUT = 2  # GP_GATE_TIMED_OUT in kernels/bench_kernels.h
 # The gate gives up after this long (or 20x the batch's expected enqueue time, if longer). A batch
 # is sized to enqueue in well under it, so only a host that blocks reaches it.
 _GATE_TIMEOUT_S = 0.1
+_GATE_TIMEOUT_MAX_S = 2.0
 # Iterations per gated batch. Each cold iteration queues about 3 + (fn's launches) commands behind
 # the gate; CUDA's launch queue holds about a thousand before the host blocks.
 _MAX_BATCH = {"cold": 64, "graph": 64, "hot": 128}
@@ -167,12 +168,13 @@ class GpuSource:
 
         timeout_ns = 0
         if self.gated:
-            timeout_ns = int(max(_GATE_TIMEOUT_S, 20 * n * self._host_per_iter) * 1e9)
+            expected = 20 * n * self._host_per_iter
+            timeout_ns = int(min(_GATE_TIMEOUT_MAX_S, max(_GATE_TIMEOUT_S, expected)) * 1e9)
         t0 = time.perf_counter()
         raw, host_ns, state = self.runner.batch(n, timeout_ns)
         wall = time.perf_counter() - t0
-        self._host_per_iter = host_ns / 1e9 / n
         if state != _GATE_TIMED_OUT:
+            self._host_per_iter = host_ns / 1e9 / n  # a timed-out batch's host time includes the wait
             return Batch(np.frombuffer(raw, dtype=np.float64), wall, host_ns / 1e9)
         self.tainted += 1
         self.max_batch = max(1, self.max_batch // 4)

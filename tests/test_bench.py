@@ -370,3 +370,140 @@ def test_truth_trace_parsing(tmp_path):
     assert truth.per_call_us(kernels[1:3], 1, delimited=False) == [6.125]
     with pytest.raises(RuntimeError, match="multiple of 4"):
         truth.per_call_us(kernels, 4, delimited=True)
+
+
+# ---- the GPU path's orchestration, with a fake runner in place of _C.BenchRunner -------------------
+
+
+class FakeRunner:
+    """Stands in for _C.BenchRunner: calls fn like the C loop does and returns constant 50 us
+    samples; `taint` batches (by number, gated ones only) report a gate timeout."""
+
+    instances = []
+    taint = ()
+
+    def __init__(self, fn, args, kwargs, mode, stream, flush, setup):
+        self.fn, self.args, self.kwargs, self.mode, self.setup = fn, args, kwargs or {}, mode, setup
+        self.device, self.flush_bytes = 0, (100 << 20) if flush else 0
+        self.calls, self.failed_call, self.closed = 0, -1, False
+        self.timeouts, self.batches = [], 0
+        FakeRunner.instances.append(self)
+
+    def _call(self):
+        try:
+            self.fn(*self.args, **self.kwargs)
+        except BaseException:
+            self.failed_call = self.calls
+            raise
+        finally:
+            self.calls += 1
+
+    def first_call(self):
+        self._call()
+        return 1_000_000
+
+    def capture(self):
+        self._call()
+        return 3
+
+    def batch(self, n, timeout_ns):
+        self.timeouts.append(timeout_ns)
+        number, self.batches = self.batches, self.batches + 1
+        if self.mode != "graph":
+            for _ in range(n):
+                self._call()
+        state = 0 if not timeout_ns else (2 if number in self.taint else 1)
+        host_ns = timeout_ns if state == 2 else n * 5_000  # a blocked host waited for the timeout
+        return np.full(n, 0.05).tobytes(), host_ns, state
+
+    def close(self):
+        self.closed = True
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    from gpuprofile import _C, device
+    from gpuprofile.device import DeviceInfo
+
+    info = DeviceInfo(index=0, name="Fake GPU", compute_capability=(9, 0), sm_count=132,
+                      total_memory_bytes=80 << 30, l2_cache_bytes=50 << 20, sm_clock_mhz=1980.0,
+                      memory_clock_mhz=2619.0, memory_bus_width_bits=5120, peak_dram_gbps=3352.0,
+                      peak_fp32_tflops=66.9, peak_fp16_tensor_tflops=1070.0, max_threads_per_sm=2048,
+                      max_blocks_per_sm=32, registers_per_sm=65536, shared_memory_per_sm=233472,
+                      shared_memory_per_block_optin=232448, warp_size=32, uuid="0" * 32,
+                      pci_bus_id="0000:00:00.0", ecc_enabled=True)
+    FakeRunner.instances, FakeRunner.taint = [], ()
+    monkeypatch.setattr(device, "device_count", lambda: 1)
+    monkeypatch.setattr(_C, "BenchRunner", FakeRunner)
+    monkeypatch.setattr(_C, "_bench_sm_clock", lambda d, s: {"mhz": 1980.0, "source": "nvml",
+                                                              "throttle_reasons": 0x1 | 0x4})
+    monkeypatch.setattr(bench, "_device_info", lambda index: info)
+    return FakeRunner
+
+
+def test_gpu_path_builds_a_complete_result(fake_gpu):
+    r = gp.benchmark(lambda: None, flops=2e9, bytes=1e8, name="k")
+    runner = fake_gpu.instances[0]
+    assert runner.closed and runner.timeouts[0] == int(bench._GATE_TIMEOUT_S * 1e9)
+    assert r.clock == "gpu" and r.mode == "cold" and r.flush_l2 and r.l2_flush_bytes == 100 << 20
+    assert r.gated and r.tainted_batches == 0 and r.converged and r.median_ms == 0.05
+    assert r.device == "Fake GPU" and r.sm_clock_mhz_start == 1980.0 and r.sm_clock_source == "nvml"
+    assert r.throttle_reasons == ["sw_power_cap"]
+    assert r.peak_name == "fp16_tensor" and r.tflops == pytest.approx(40.0)
+    assert r.bound == "memory"  # 20 FLOP/B below the ridge of 1070e12 / 3352e9
+    assert r.host_ms_per_iter == pytest.approx(0.005)
+
+
+def test_gpu_path_gives_up_the_gate_after_two_timeouts(fake_gpu):
+    fake_gpu.taint = (0, 1)  # fn blocks the host: the first two gated batches time out
+    r = gp.benchmark(lambda: None)
+    runner = fake_gpu.instances[0]
+    assert not r.gated and r.tainted_batches == 2
+    # The timed-out batches' waits must not inflate the next timeout; then no gate at all.
+    assert runner.timeouts[:2] == [int(bench._GATE_TIMEOUT_S * 1e9)] * 2
+    assert set(runner.timeouts[2:]) == {0}
+
+
+def test_gpu_path_annotates_the_failing_call_and_closes(fake_gpu):
+    calls = []
+
+    def fails():
+        calls.append(1)
+        if len(calls) == 7:
+            raise RuntimeError("kernel failed")
+
+    with pytest.raises(RuntimeError, match="kernel failed") as info:
+        gp.benchmark(fails)
+    assert "at call 6" in " ".join(info.value.__notes__)
+    assert fake_gpu.instances[0].closed
+
+
+def test_gpu_path_graph_mode_captures_once(fake_gpu):
+    calls = []
+    r = gp.benchmark(lambda: calls.append(1), mode="graph", stream=5)
+    assert r.graph_nodes == 3 and r.mode == "graph" and r.flush_l2
+    assert len(calls) == 2  # the first call and the capture; replays do not call fn
+
+
+def test_setup_must_return_none_or_args_and_kwargs():
+    opts = options(clock="host", min_iters=3, max_iters=3, min_time=0.0, max_time=math.inf, fixed=True)
+    with pytest.raises(TypeError, match=r"setup\(\) must return None or \(args"):
+        bench.run(lambda: None, (), {}, opts, setup=lambda: [1, 2])
+
+
+def test_workload_helpers_validate_before_touching_the_gpu():
+    from gpuprofile import kernels
+
+    with pytest.raises(ValueError, match="nbytes"):
+        kernels.DeviceBuffer(8)
+    with pytest.raises(TypeError, match="nbytes"):
+        kernels.DeviceBuffer(16.0)
+    with pytest.raises(TypeError, match="DeviceBuffer"):
+        kernels.read(b"not a device buffer")
+
+
+def test_stream_without_a_device(has_device):
+    if has_device:
+        pytest.skip("checks the no-device path")
+    with pytest.raises(gp.NoDeviceError):
+        gp.Stream()
