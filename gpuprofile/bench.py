@@ -194,6 +194,7 @@ class HostSource:
         self.fn, self.args, self.kwargs, self.setup = fn, args, kwargs or None, setup
         self.inner = 1
         self.calls = 0
+        self.failed_call = -1  # index of the call that raised, as BenchRunner.failed_call
 
     def run(self, n: int) -> Batch:
         import numpy as np
@@ -203,8 +204,10 @@ class HostSource:
         t0 = time.perf_counter()
         try:
             raw, total_ns = _C._bench_host_batch(self.fn, self.args, self.kwargs, n, self.inner, self.setup)
-        except Exception as e:
-            self.calls += getattr(e, "_gpuprofile_call_in_batch", 0)
+        except BaseException as e:
+            index = e.__dict__.pop("_gpuprofile_call_in_batch", None)  # set by the C loop when fn raised
+            if index is not None:
+                self.failed_call = self.calls + index
             raise
         finally:
             wall = time.perf_counter() - t0
@@ -412,6 +415,12 @@ def _add_note(exc: BaseException, note: str) -> None:
         exc.__notes__ = [*getattr(exc, "__notes__", []), note]
 
 
+def _where(failed_call: int) -> str:
+    if failed_call < 0:
+        return "(not in fn)"
+    return f"when fn raised at call {failed_call} (counting from 0; call 0 is the first call)"
+
+
 def _fn_name(fn) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
@@ -472,8 +481,8 @@ def _run_host(fn, args, kwargs, opts, setup, name):
         phase = "the measurement"
         got = collect(source, _per_sample(opts, source.inner), per_call * source.inner)
     except Exception as e:
-        _add_note(e, f"gpuprofile.benchmark: fn raised at call {source.calls} (counting from 0) "
-                     f"during {phase}")
+        _add_note(e, f"gpuprofile.benchmark: failed during {phase} {_where(source.failed_call)}; the "
+                     "partial result was discarded")
         raise
     return _build_result(opts, got, clock="host", inner=source.inner, gated=False, flush_bytes=0,
                          warmup_s=warmup_s, first_call_ms=first_call_s * 1e3, info=None, clocks=None,
@@ -499,10 +508,8 @@ def _run_gpu(fn, args, kwargs, opts, setup, name):
         got = collect(source, opts, per_iter)
         end = _C._bench_sm_clock(runner.device, opts.stream)
     except Exception as e:
-        k = runner.failed_call
-        where = f"at call {k} (counting from 0; call 0 is the first call)" if k >= 0 else "(not in fn)"
-        _add_note(e, f"gpuprofile.benchmark: failed during {phase} {where}; the gate was released "
-                     "and the stream drained, and the partial result discarded")
+        _add_note(e, f"gpuprofile.benchmark: failed during {phase} {_where(runner.failed_call)}; the "
+                     "gate was released, the stream drained and the partial result discarded")
         if phase == "graph capture":
             _add_note(e, "graph mode: fn must launch all its GPU work on `stream` without "
                          "synchronizing; torch: run it under `with torch.cuda.stream(s):`")

@@ -507,3 +507,11 @@ def test_stream_without_a_device(has_device):
         pytest.skip("checks the no-device path")
     with pytest.raises(gp.NoDeviceError):
         gp.Stream()
+
+
+def test_errors_outside_fn_are_not_blamed_on_fn():
+    opts = options(clock="host", min_iters=3, max_iters=3, min_time=0.0, max_time=math.inf, fixed=True)
+    with pytest.raises(TypeError) as info:
+        bench.run(lambda: None, (), {}, opts, setup=lambda: "bad")
+    assert "(not in fn)" in " ".join(info.value.__notes__)
+    assert not hasattr(info.value, "_gpuprofile_call_in_batch")
