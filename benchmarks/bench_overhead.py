@@ -11,7 +11,9 @@ Measured (ns per enter+exit pair, median of --repeats runs of --n iterations eac
   torch.cuda.Event pair: e0.record(); e1.record()
   torch.cuda.nvtx push/pop
   torch.profiler.record_function (profiler off)
-Python-loop overhead (an empty `for` body) is subtracted from the Python rows. Also: import time.
+Baselines: `with threading.Lock()` (the with-statement on a C object) and time.perf_counter_ns().
+Python-loop overhead (an empty `for` body) is subtracted from the Python rows. Variants are
+interleaved round by round. Also: import time.
 
 Usage: python benchmarks/bench_overhead.py [--n 20000] [--repeats 7] [--json out.json]
 """
@@ -24,6 +26,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 import gpuprofile as gp
@@ -75,75 +78,88 @@ def import_time_ms(repeats: int = 7) -> float:
     return statistics.median(times)
 
 
-def measure(n: int, repeats: int) -> dict:
-    rows = {}
-    loop_ns = per_iter_ns(empty_loop, n, repeats)
-    rows["python empty loop"] = loop_ns
+def lock_loop(n):
+    lock = threading.Lock()
+    for _ in range(n):
+        with lock:
+            pass
 
-    def python_row(name, body):
-        rows[name] = per_iter_ns(body, n, repeats) - loop_ns
 
-    if gp.device_count():
-        gp._C._floor_event_pair(1000)
-        rows["floor: 2x cudaEventRecord (C)"] = statistics.median(gp._C._floor_event_pair(n) for _ in range(repeats))
-    rows["floor: NVTX push+pop (C)"] = statistics.median(gp._C._floor_nvtx_pair(n) for _ in range(repeats))
+def clock_loop(n):
+    clock = time.perf_counter_ns
+    for _ in range(n):
+        clock()
 
-    # Grow the event pool once, so the timed runs measure the steady state.
-    region_loop(n)
-    gp.reset()
 
-    def timed_regions(name, body):
-        runs = []
-        for _ in range(repeats):
-            t0 = time.perf_counter_ns()
-            body(n)
-            runs.append((time.perf_counter_ns() - t0) / n - loop_ns)
-            t1 = time.perf_counter_ns()
-            gp.records()
-            rows.setdefault(f"{name}: resolve per region", []).append((time.perf_counter_ns() - t1) / n)
-            gp.reset()
-        rows[name] = statistics.median(runs)
-        rows[f"{name}: resolve per region"] = statistics.median(rows[f"{name}: resolve per region"])
-
-    timed_regions("gp.region", region_loop)
-    timed_regions("gp.region reused object", make_reused_loop())
-    timed_regions("gp.region nvtx=False", region_nonvtx_loop)
-    gp.disable()
-    python_row("gp.region disabled", region_loop)
-    python_row("gp.region disabled, reused object", make_reused_loop())
-    gp.enable()
-    gp.reset()
-
+def torch_variants():
     try:
         import torch
     except ImportError:
-        torch = None
-    if torch is not None and torch.cuda.is_available():
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        return []
+    if not torch.cuda.is_available():
+        return []
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-        def torch_events(k):
-            for _ in range(k):
-                e0.record()
-                e1.record()
+    def torch_events(k):
+        for _ in range(k):
+            e0.record()
+            e1.record()
 
-        def torch_nvtx(k):
-            push, pop = torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
-            for _ in range(k):
-                push("x")
-                pop()
+    def torch_nvtx(k):
+        push, pop = torch.cuda.nvtx.range_push, torch.cuda.nvtx.range_pop
+        for _ in range(k):
+            push("x")
+            pop()
 
-        def torch_record_function(k):
-            rf = torch.profiler.record_function
-            for _ in range(k):
-                with rf("x"):
-                    pass
+    def torch_record_function(k):
+        rf = torch.profiler.record_function
+        for _ in range(k):
+            with rf("x"):
+                pass
 
-        torch_events(100)
-        python_row("torch.cuda.Event pair record", torch_events)
-        python_row("torch.cuda.nvtx push+pop", torch_nvtx)
-        python_row("torch.profiler.record_function (profiler off)", torch_record_function)
-        torch.cuda.synchronize()
-    return rows
+    torch_events(100)
+    return [("torch.cuda.Event pair record", torch_events, "python"),
+            ("torch.cuda.nvtx push+pop", torch_nvtx, "python"),
+            ("torch.profiler.record_function (profiler off)", torch_record_function, "python")]
+
+
+def measure(n: int, repeats: int) -> dict:
+    """Every variant once per round, rounds repeated: drift in the machine hits all rows alike."""
+    variants = [("python empty loop", empty_loop, "python"),
+                ("baseline: with threading.Lock()", lock_loop, "python"),
+                ("baseline: time.perf_counter_ns()", clock_loop, "python")]
+    if gp.device_count():
+        variants.append(("floor: 2x cudaEventRecord (C)", gp._C._floor_event_pair, "c"))
+    variants.append(("floor: NVTX push+pop (C)", gp._C._floor_nvtx_pair, "c"))
+    variants += [("gp.region", region_loop, "region"),
+                 ("gp.region reused object", make_reused_loop(), "region"),
+                 ("gp.region nvtx=False", region_nonvtx_loop, "region"),
+                 ("gp.region disabled", region_loop, "disabled"),
+                 ("gp.region disabled, reused object", make_reused_loop(), "disabled")]
+    variants += torch_variants()
+
+    region_loop(n)  # grow the event pool once: the rounds measure the steady state
+    gp.records()
+    gp.reset()
+    samples: dict[str, list] = {}
+    for _ in range(repeats):
+        for name, body, kind in variants:
+            if kind == "disabled":
+                gp.disable()
+            t0 = time.perf_counter_ns()
+            value = body(n)
+            elapsed = (time.perf_counter_ns() - t0) / n
+            gp.enable()
+            samples.setdefault(name, []).append(value if kind == "c" else elapsed)
+            if kind == "region":
+                t1 = time.perf_counter_ns()
+                gp.records()
+                samples.setdefault(f"{name}: resolve per region", []).append((time.perf_counter_ns() - t1) / n)
+                gp.reset()
+    rows = {name: statistics.median(v) for name, v in samples.items()}
+    loop_ns = rows["python empty loop"]
+    python_rows = {name for name, _, kind in variants if kind != "c"} - {"python empty loop"}
+    return {name: (ns - loop_ns if name in python_rows else ns) for name, ns in rows.items()}
 
 
 def main() -> int:

@@ -481,7 +481,6 @@ not_open_error(gp_region *self, thread_t *t)
 static int
 exit_impl(gp_region *self, int raised)
 {
-    int64_t host_end = gp_now_ns();
     thread_t *t = tls;
     if (t == NULL || t->n == 0 || t->frames[t->n - 1].region != self)
         return not_open_error(self, t);
@@ -489,6 +488,7 @@ exit_impl(gp_region *self, int raised)
     Py_DECREF(self); /* the frame's reference; the caller still holds one */
     if (i < 0)
         return 0;
+    int64_t host_end = gp_now_ns();
     t->depth--;
     store.open--;
     if (n_observers > 0)
@@ -544,6 +544,10 @@ region_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static const char *const region_kwlist[] = {"name", "stream", "nvtx", NULL};
+
+/* Shared region objects for the default stream, by name, one dict per nvtx flag. */
+#define GP_REGION_CACHE_MAX 4096
+static PyObject *region_cache[2];
 #define REGION_NARGS 3
 
 static PyObject *
@@ -612,6 +616,25 @@ region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject
             return NULL;
         }
         vals[slot] = args[nargs + k];
+    }
+    /* Regions are immutable and keep no per-activation state (that lives in the thread's frames),
+     * so `region("x")` on the default stream can hand out one shared object per name: a dict
+     * lookup instead of an allocation on every `with gpuprofile.region("x"):`. */
+    if ((vals[1] == NULL || vals[1] == Py_None) && vals[0] != NULL && PyUnicode_CheckExact(vals[0])) {
+        int nvtx = vals[2] == NULL ? 1 : PyObject_IsTrue(vals[2]);
+        if (nvtx < 0)
+            return NULL;
+        PyObject *cache = region_cache[nvtx];
+        PyObject *hit = PyDict_GetItemWithError(cache, vals[0]);
+        if (hit != NULL)
+            return Py_NewRef(hit);
+        if (PyErr_Occurred())
+            return NULL;
+        PyObject *made = region_make((PyTypeObject *)type, vals);
+        if (made != NULL && PyDict_GET_SIZE(cache) < GP_REGION_CACHE_MAX &&
+            PyDict_SetItem(cache, vals[0], made) < 0)
+            Py_CLEAR(made);
+        return made;
     }
     return region_make((PyTypeObject *)type, vals);
 }
@@ -788,9 +811,10 @@ records_raw(PyObject *module, PyObject *unused)
     if (packed == NULL)
         goto error;
     gp_record_out *out = (gp_record_out *)PyBytes_AS_STRING(packed);
+    PyObject *last_name = NULL, *last_pos = NULL; /* borrowed: consecutive records share names */
     for (size_t k = 0; k < store.n; k++) {
         const gp_record *r = &store.recs[k];
-        PyObject *pos = PyDict_GetItemWithError(index, r->name);
+        PyObject *pos = r->name == last_name ? last_pos : PyDict_GetItemWithError(index, r->name);
         if (pos == NULL) {
             if (PyErr_Occurred())
                 goto error;
@@ -803,6 +827,8 @@ records_raw(PyObject *module, PyObject *unused)
             Py_DECREF(pos);
             pos = PyDict_GetItem(index, r->name);
         }
+        last_name = r->name;
+        last_pos = pos;
         memset(&out[k], 0, sizeof out[k]);
         out[k].host_start_ns = r->host_start_ns;
         out[k].host_end_ns = r->host_end_ns;
@@ -989,6 +1015,9 @@ gp_regions_init(PyObject *module)
     if (RegionType == NULL)
         return -1;
     RegionType->tp_vectorcall = region_vectorcall;
+    for (int k = 0; k < 2; k++)
+        if (region_cache[k] == NULL && (region_cache[k] = PyDict_New()) == NULL)
+            return -1;
     RegionCallType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &regioncall_spec, NULL);
     if (RegionCallType == NULL)
         return -1;
