@@ -10,6 +10,17 @@ Importing never touches the GPU, the driver or CUPTI; NumPy is imported on first
 
 from __future__ import annotations
 
+try:
+    from . import _C
+except ImportError as exc:  # pragma: no cover - depends on how the package was installed
+    import os as _os
+
+    raise ImportError(
+        f"gpuprofile's C extension (gpuprofile._C) is not built in {_os.path.dirname(__file__)}. "
+        "If that is a source checkout, install it in place with `pip install -e .` (or run Python "
+        "from another directory so the installed package is imported)."
+    ) from exc
+
 from . import kernels, nvtx
 from ._C import (
     CudaError,
