@@ -9,9 +9,8 @@
 #include "device.h"
 #include "errors.h"
 #include "launch.h"
+#include "metrics.h"
 #include "nvtx.h"
-#include "profiler_host.h"
-#include "profiler_target.h"
 #include "regions.h"
 
 #ifndef GP_BUILD_CUDA_HOME
@@ -29,9 +28,7 @@ module_exec(PyObject *module)
     }
     if (gp_errors_init(module) < 0 || gp_device_init(module) < 0 || gp_regions_init(module) < 0 ||
         gp_nvtx_init(module) < 0 || gp_launch_init(module) < 0 ||
-        gp_cupti_loader_init(module) < 0)
-        return -1;
-    if (gp_profiler_host_init(module) < 0 || gp_profiler_target_init(module) < 0)
+        gp_cupti_loader_init(module) < 0 || gp_metrics_init(module) < 0)
         return -1;
     if (PyModule_AddStringConstant(module, "build_cuda_home", GP_BUILD_CUDA_HOME) < 0 ||
         PyModule_AddIntConstant(module, "build_cuda_version", CUDART_VERSION) < 0)

@@ -102,14 +102,10 @@ gp_metrics_host_object(PyObject *obj, CUpti_ProfilerType kind)
     return self->host;
 }
 
-PyObject *
-gp_metrics_host_evaluate(CUpti_Profiler_Host_Object *host, const uint8_t *image, size_t size,
-                         size_t index, const gp_metric_names *names)
+CUptiResult
+gp_metrics_host_evaluate_into(CUpti_Profiler_Host_Object *host, const uint8_t *image, size_t size,
+                              size_t index, const gp_metric_names *names, double *values)
 {
-    double *values = PyMem_Calloc(names->n, sizeof *values);
-    if (values == NULL)
-        return PyErr_NoMemory();
-    PyObject *out = NULL;
     CUpti_Profiler_Host_EvaluateToGpuValues_Params p = {
         CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE};
     p.pHostObject = host;
@@ -119,7 +115,22 @@ gp_metrics_host_evaluate(CUpti_Profiler_Host_Object *host, const uint8_t *image,
     p.ppMetricNames = names->names;
     p.numMetrics = names->n;
     p.pMetricValues = values;
-    GP_CUPTI_CHECK(gp_cupti.cuptiProfilerHostEvaluateToGpuValues(&p));
+    return gp_cupti.cuptiProfilerHostEvaluateToGpuValues(&p);
+}
+
+PyObject *
+gp_metrics_host_evaluate(CUpti_Profiler_Host_Object *host, const uint8_t *image, size_t size,
+                         size_t index, const gp_metric_names *names)
+{
+    double *values = PyMem_Calloc(names->n, sizeof *values);
+    if (values == NULL)
+        return PyErr_NoMemory();
+    PyObject *out = NULL;
+    CUptiResult res = gp_metrics_host_evaluate_into(host, image, size, index, names, values);
+    if (res != CUPTI_SUCCESS) {
+        gp_set_cupti_error(res, "cuptiProfilerHostEvaluateToGpuValues", __FILE__, __LINE__);
+        goto error;
+    }
     out = PyTuple_New((Py_ssize_t)names->n);
     for (size_t k = 0; out != NULL && k < names->n; k++) {
         PyObject *v = PyFloat_FromDouble(values[k]);

@@ -25,6 +25,12 @@ void gp_metric_names_free(gp_metric_names *names);
  * open MetricsHost. `kind` is CUPTI_PROFILER_TYPE_RANGE_PROFILER or _PM_SAMPLING. */
 CUpti_Profiler_Host_Object *gp_metrics_host_object(PyObject *obj, CUpti_ProfilerType kind);
 
+/* Evaluates range/sample `index` of a decoded counter data image into values[names->n].
+ * Does not touch Python (callable without the GIL): returns the CUPTI result. */
+CUptiResult gp_metrics_host_evaluate_into(CUpti_Profiler_Host_Object *host, const uint8_t *image,
+                                          size_t size, size_t index, const gp_metric_names *names,
+                                          double *values);
+
 /* Evaluates range/sample `index` of a decoded counter data image into a new tuple of floats. */
 PyObject *gp_metrics_host_evaluate(CUpti_Profiler_Host_Object *host, const uint8_t *image,
                                    size_t size, size_t index, const gp_metric_names *names);

@@ -9,6 +9,28 @@
 #include <string.h>
 
 static int initialized;
+static const char *holder; /* guarded by the GIL */
+
+int
+gp_counters_claim(const char *who)
+{
+    if (holder != NULL) {
+        PyErr_Format(gp_GpuProfileError,
+                     "cannot start %s: gpuprofile is already collecting counters (%s). Counter "
+                     "collections cannot nest or overlap: gpuprofile.metrics(), region(metrics=...), "
+                     "stalls() and sample() each need the GPU's counters alone.",
+                     who, holder);
+        return -1;
+    }
+    holder = who;
+    return 0;
+}
+
+void
+gp_counters_release(void)
+{
+    holder = NULL;
+}
 
 int
 gp_profiler_initialize(void)

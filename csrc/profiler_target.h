@@ -15,6 +15,12 @@ int gp_profiler_initialize(void);
  * vGPU, confidential computing, SLI, CMP, WSL). `feature` names it for the message. */
 int gp_profiler_require_support(CUdevice device, CUpti_Profiler_API api, const char *feature);
 
+/* The counter features take turns: one collection (range profiler, PC sampling or PM sampling)
+ * at a time in this process. claim: 0, or -1 with GpuProfileError naming the holder. `who` must
+ * be a string literal. */
+int gp_counters_claim(const char *who);
+void gp_counters_release(void);
+
 int gp_profiler_target_init(PyObject *module);
 
 #endif

@@ -13,6 +13,7 @@
  * store may grow or be reset meanwhile); `generation` tells it whether a reset happened. */
 #include "regions.h"
 #include "device.h"
+#include "region_metrics.h"
 #include "errors.h"
 #include "events.h"
 #include "streams.h"
@@ -125,6 +126,7 @@ typedef struct {
     cudaStream_t stream;
     int device; /* the stream's device; -1: the current device at enter */
     int nvtx;
+    PyObject *metrics; /* region(..., metrics=...), NULL for None: see region_metrics.c */
     PyObject *weakreflist;
 } gp_region;
 
@@ -543,8 +545,9 @@ region_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_FALSE;
 }
 
-static const char *const region_kwlist[] = {"name", "stream", "nvtx", NULL};
-#define REGION_NARGS 3
+static const char *const region_kwlist[] = {"name", "stream", "nvtx", "metrics", NULL};
+#define REGION_NARGS 4
+#define REGION_NPOSITIONAL 3 /* metrics is keyword-only */
 
 static PyObject *
 region_make(PyTypeObject *type, PyObject *const *vals)
@@ -568,6 +571,9 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     int nvtx = vals[2] == NULL ? 1 : PyObject_IsTrue(vals[2]);
     if (nvtx < 0)
         return NULL;
+    PyObject *metrics = vals[3] == Py_None ? NULL : vals[3];
+    if (metrics != NULL && gp_region_metrics_enable() < 0)
+        return NULL;
     gp_region *self = PyObject_New(gp_region, type);
     if (self == NULL)
         return NULL;
@@ -577,6 +583,7 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     self->stream = stream;
     self->device = -1;
     self->nvtx = nvtx;
+    self->metrics = Py_XNewRef(metrics);
     self->weakreflist = NULL;
     return (PyObject *)self;
 }
@@ -587,10 +594,10 @@ static PyObject *
 region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL};
-    if (nargs > REGION_NARGS) {
+    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL, NULL};
+    if (nargs > REGION_NPOSITIONAL) {
         PyErr_Format(PyExc_TypeError, "region() takes at most %d arguments (%zd given)",
-                     REGION_NARGS, nargs);
+                     REGION_NPOSITIONAL, nargs);
         return NULL;
     }
     for (Py_ssize_t k = 0; k < nargs; k++)
@@ -619,9 +626,9 @@ region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject
 static PyObject *
 region_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO:region", (char **)region_kwlist, &vals[0],
-                                     &vals[1], &vals[2]))
+    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO$O:region", (char **)region_kwlist, &vals[0],
+                                     &vals[1], &vals[2], &vals[3]))
         return NULL;
     return region_make(type, vals);
 }
@@ -635,6 +642,7 @@ region_dealloc(PyObject *op)
         PyObject_ClearWeakRefs(op);
     Py_DECREF(self->name);
     Py_DECREF(self->stream_obj);
+    Py_XDECREF(self->metrics);
     PyObject_Free(op);
     Py_DECREF(tp);
 }
@@ -643,6 +651,9 @@ static PyObject *
 region_repr(PyObject *op)
 {
     gp_region *self = (gp_region *)op;
+    if (self->metrics != NULL)
+        return PyUnicode_FromFormat("region(%R, stream=%R, nvtx=%s, metrics=%R)", self->name,
+                                    self->stream_obj, self->nvtx ? "True" : "False", self->metrics);
     return PyUnicode_FromFormat("region(%R, stream=%R, nvtx=%s)", self->name, self->stream_obj,
                                 self->nvtx ? "True" : "False");
 }
@@ -765,6 +776,14 @@ int64_t
 gp_region_innermost(void)
 {
     return tls ? innermost_record(tls) : -1;
+}
+
+PyObject *
+gp_region_innermost_metrics(void)
+{
+    if (tls == NULL || tls->n == 0)
+        return NULL;
+    return tls->frames[tls->n - 1].region->metrics;
 }
 
 PyObject *
@@ -901,17 +920,20 @@ static PyMethodDef region_methods[] = {
 static PyMemberDef region_members[] = {
     {"name", T_OBJECT_EX, offsetof(gp_region, name), READONLY, "The region's name."},
     {"stream", T_OBJECT_EX, offsetof(gp_region, stream_obj), READONLY, "The stream as given."},
+    {"metrics", T_OBJECT, offsetof(gp_region, metrics), READONLY, "Counters collected, or None."},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(gp_region, weakreflist), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
 PyDoc_STRVAR(region_doc,
-             "region(name, stream=None, nvtx=True)\n--\n\n"
+             "region(name, stream=None, nvtx=True, metrics=None)\n--\n\n"
              "Time a block of code on the GPU: `with region(name):` or `@region(name)`.\n\n"
              "Records CUDA events on `stream` around the body and pushes an NVTX range; exit\n"
              "never waits for the GPU (times are resolved when results are read). `stream` is\n"
              "None (the legacy default stream), an int handle, or an object with\n"
-             "__cuda_stream__ or .cuda_stream. Without a device the host clock is used.");
+             "__cuda_stream__ or .cuda_stream. Without a device the host clock is used.\n"
+             "metrics: hardware counters for the block (a set name such as 'sol', or metric\n"
+             "names); read them with gpuprofile.region_metrics(name). See docs/metrics.md.");
 
 static PyType_Slot region_slots[] = {
     {Py_tp_new, region_new},
