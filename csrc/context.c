@@ -64,3 +64,37 @@ gp_sync_device(const char *what)
     }
     return 0;
 }
+
+/* _current_device() -> int: the calling thread's current device (NoDeviceError without one). */
+static PyObject *
+current_device(PyObject *module, PyObject *unused)
+{
+    int device = 0;
+    if (gp_require_device() < 0)
+        return NULL;
+    GP_CUDA_CHECK(cudaGetDevice(&device));
+    return PyLong_FromLong(device);
+error:
+    return NULL;
+}
+
+/* _synchronize(): cudaDeviceSynchronize with the GIL released. */
+static PyObject *
+synchronize(PyObject *module, PyObject *unused)
+{
+    if (gp_require_device() < 0 || gp_sync_device("cudaDeviceSynchronize") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef context_methods[] = {
+    {"_current_device", current_device, METH_NOARGS, "The calling thread's current device."},
+    {"_synchronize", synchronize, METH_NOARGS, "Wait for all work on the current device."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+gp_context_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, context_methods);
+}

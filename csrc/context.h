@@ -14,4 +14,6 @@ int gp_current_context(CUcontext *ctx, int *device, CUdevice *cu_device);
 /* cudaDeviceSynchronize with the GIL released; -1 with CudaError naming `what`. */
 int gp_sync_device(const char *what);
 
+int gp_context_init(PyObject *module);
+
 #endif

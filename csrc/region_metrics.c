@@ -1,8 +1,8 @@
 /* The region observer behind region(name, metrics=...).
  *
  * enter: if the region being entered has `metrics`, call
- *        gpuprofile.metrics._region_enter(name, metrics, record); an exception aborts the enter.
- * exit:  for a record whose enter hook succeeded, call gpuprofile.metrics._region_exit(record).
+ *        gpuprofile.counters._region_enter(name, metrics, record); an exception aborts the enter.
+ * exit:  for a record whose enter hook succeeded, call gpuprofile.counters._region_exit(record).
  *        The exit hook reports its own failures (stored with the region's results); anything
  *        it still raises is unraisable, since an observer's exit cannot fail. */
 #include "region_metrics.h"
@@ -22,13 +22,13 @@ load_hooks(void)
 {
     if (enter_hook != NULL)
         return 0;
-    /* Importing gpuprofile.metrics installs the hooks through _set_region_metrics_hooks. */
-    PyObject *mod = PyImport_ImportModule("gpuprofile.metrics");
+    /* Importing gpuprofile.counters installs the hooks through _set_region_metrics_hooks. */
+    PyObject *mod = PyImport_ImportModule("gpuprofile.counters");
     if (mod == NULL)
         return -1;
     Py_DECREF(mod);
     if (enter_hook == NULL) {
-        PyErr_SetString(gp_GpuProfileError, "gpuprofile.metrics did not install its region hooks");
+        PyErr_SetString(gp_GpuProfileError, "gpuprofile.counters did not install its region hooks");
         return -1;
     }
     return 0;
@@ -84,7 +84,7 @@ gp_region_metrics_enable(void)
     return 0;
 }
 
-/* _set_region_metrics_hooks(enter, exit): installed by gpuprofile.metrics at import. */
+/* _set_region_metrics_hooks(enter, exit): installed by gpuprofile.counters at import. */
 static PyObject *
 set_hooks(PyObject *module, PyObject *args)
 {

@@ -1,5 +1,5 @@
 /* `gpuprofile.region(name, metrics=...)`: a region observer (regions.h) that hands regions
- * created with `metrics` to Python hooks in gpuprofile/metrics.py, which open a counter
+ * created with `metrics` to Python hooks in gpuprofile/counters.py, which open a counter
  * collection at enter and close it at exit. Regions without `metrics` cost one pointer check. */
 #ifndef GP_REGION_METRICS_H
 #define GP_REGION_METRICS_H

@@ -176,10 +176,14 @@ workload_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     memset((char *)self + sizeof(PyObject), 0, sizeof *self - sizeof(PyObject));
     self->kind = kind;
     self->device = device;
-    if (setup(self, bytes, blocks, threads, iterations, hops) < 0) {
+    PyObject *dev = NULL;
+    if (setup(self, bytes, blocks, threads, iterations, hops) < 0 ||
+        (dev = PyLong_FromLong(device)) == NULL || PyDict_SetItemString(self->info, "device", dev) < 0) {
+        Py_XDECREF(dev);
         Py_DECREF(self);
         return NULL;
     }
+    Py_DECREF(dev);
     return (PyObject *)self;
 error:
     return NULL;
