@@ -181,7 +181,17 @@ counter_availability(PyObject *module, PyObject *arg)
     return pm_availability(device);
 }
 
+/* _counters_holder() -> str or None: which counter collection runs now (the claim above). */
+static PyObject *
+counters_holder(PyObject *module, PyObject *unused)
+{
+    if (holder == NULL)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(holder);
+}
+
 static PyMethodDef target_methods[] = {
+    {"_counters_holder", counters_holder, METH_NOARGS, "The counter collection running now, or None."},
     {"_chip_name", chip_name, METH_NOARGS, "CUPTI's chip name of the current device."},
     {"_counter_availability", counter_availability, METH_O,
      "Counter availability image of the current device for 'range' or 'pm'."},

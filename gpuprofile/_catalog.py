@@ -46,6 +46,17 @@ def host(chip: str, kind: str = "range", availability: bytes | None = None):
     return h
 
 
+def require_counters_free(what: str) -> None:
+    """GpuProfileError if another gpuprofile counter collection runs (they cannot overlap):
+    checked before running any user code, so nothing runs in vain."""
+    holder = _C._counters_holder()
+    if holder is not None:
+        raise _C.GpuProfileError(
+            f"cannot start {what}: gpuprofile is already collecting counters ({holder}). Counter "
+            f"collections cannot nest or overlap: gpuprofile.metrics(), region(metrics=...), "
+            f"stalls() and sample() each need the GPU's counters alone.")
+
+
 def device_chip(kind: str = "range"):
     """(chip, counter availability image) of the current device, cached per device. Raises
     NoDeviceError without a device."""

@@ -163,6 +163,7 @@ def metrics(fn, *args, metrics="sol", per: str = "kernel", max_passes: int | Non
     for what, v in (("max_passes", max_passes), ("max_kernels", max_kernels)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise ValueError(f"{what} must be a positive int, got {v!r}")
+    _catalog.require_counters_free("gpuprofile.metrics()")
     plan = _plan(metrics)
     if max_passes is not None and plan.passes > max_passes:
         raise ValueError(
@@ -272,6 +273,7 @@ _KEEP = 100  # results kept per region name
 
 def _region_enter(name, spec, record):
     t0 = time.perf_counter()
+    _catalog.require_counters_free(f"region {name!r} with metrics")
     plan = _plan(spec)
     notes: list = []
     user_range = plan.passes == 1

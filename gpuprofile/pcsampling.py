@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from . import _C
+from . import _C, _catalog
 from ._format import html_table, text_table
 
 _REASON = re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+?)(_not_issued)?$")
@@ -152,6 +152,8 @@ def stalls(fn, *args, period: int | None = None, max_pcs: int = 4096, source_lin
     records per buffer fetch. setup: called once before fn."""
     if not callable(fn):
         raise TypeError(f"stalls(fn): fn must be callable, got {type(fn).__name__}")
+    _C._current_device()  # NoDeviceError first
+    _catalog.require_counters_free("gpuprofile.stalls()")
     notes = []
     if source_lines:
         try:

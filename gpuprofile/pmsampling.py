@@ -116,6 +116,8 @@ def sample(fn, *args, interval_us: float = 20, metrics=None, max_samples: int = 
         raise TypeError(f"sample(fn): fn must be callable, got {type(fn).__name__}")
     if not interval_us >= 1:
         raise ValueError(f"interval_us must be at least 1, got {interval_us}")
+    _C._current_device()  # NoDeviceError first
+    _catalog.require_counters_free("gpuprofile.sample()")
     names, config, host = _plan(metrics)
     if setup is not None:
         setup()
