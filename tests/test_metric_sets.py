@@ -73,3 +73,16 @@ def test_split():
         "TriageCompute.sm__throughput", ".avg.pct_of_peak_sustained_elapsed")
     assert split("dram__bytes_read") == ("dram__bytes_read", "")
     assert split("nothing") == ("nothing", "")
+
+
+def test_docs_list_every_metric_of_every_set():
+    import pathlib
+
+    doc = (pathlib.Path(__file__).parent.parent / "docs" / "metrics.md").read_text()
+    for s in SETS.values():
+        assert f"### `{s.name}`" in doc
+        assert f"({gp.metric_passes(s.name, chip=CHIP)} pass" in doc, s.name
+        for m in s.metrics:
+            assert m in doc, (s.name, m)
+    for m in SAMPLE_METRICS:
+        assert m in doc
