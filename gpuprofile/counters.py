@@ -195,10 +195,7 @@ def _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on):
         fn(*args, **kwargs)
         runs += 1
         _C._synchronize()
-        if per == "call":
-            rp.pop()
-        done = rp.stop()
-        if log_on:
+        if log_on:  # checked before stop(), so CUPTI never sees a mismatched pass
             launched = _log_take()
             if first is None:
                 first = launched
@@ -207,6 +204,9 @@ def _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on):
                     f"fn is not replayable: it launched {len(first)} kernels in pass 1 and "
                     f"{len(launched)} in pass {runs}; make every run launch the same work (pass "
                     f"setup= to restore state between runs)")
+        if per == "call":
+            rp.pop()
+        done = rp.stop()
         if done:
             return runs, first
         if runs > plan.passes:
