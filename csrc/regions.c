@@ -451,14 +451,14 @@ enter_impl(gp_region *self)
         Py_DECREF(self);
         store.open--;
         store.n--;
-        Py_DECREF(r->name);
+        Py_DECREF(store.recs[i].name); /* observers may run Python: `r` may be stale */
         if (device >= 0)
             gp_event_pool_give(device, 2, ev);
         return -1;
     }
     if (self->nvtx)
         nvtxRangePushA(self->name_utf8);
-    r->host_start_ns = gp_now_ns();
+    store.recs[i].host_start_ns = gp_now_ns();
     return 0;
 }
 
