@@ -243,3 +243,70 @@ def test_nested_metrics_regions_are_refused(fake, monkeypatch):
     with pytest.raises(gp.GpuProfileError, match="cannot nest"):
         gp.metrics(two_kernels, fake, metrics=[DRAM])
     assert fake.made == []
+
+
+class FakePCSampler:
+    reasons = ["smsp__pcsamp_warps_issue_stalled_long_scoreboard",
+               "smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued",
+               "smsp__pcsamp_warps_issue_stalled_selected"]
+
+    def __init__(self, period=0, max_pcs=4096):
+        self.pcs, self.closed = {}, False
+        self.totals = {"total_samples": 0, "dropped_samples": 0, "non_user_samples": 0,
+                       "hardware_buffer_full": False}
+
+    def start(self):
+        pass
+
+    def stop(self):
+        self.pcs = {(1, 0, 16): ["_Z5chasePj", [90, 90, 10]]}
+
+    def close(self):
+        self.closed = True
+
+
+def test_stalls_orchestration(monkeypatch):
+    monkeypatch.setattr(_C, "_current_device", lambda: 0)
+    monkeypatch.setattr(_C, "_capture_cubins", lambda: {"cubins": 0})
+    monkeypatch.setattr(_C, "PCSampler", FakePCSampler)
+    monkeypatch.setattr(_C, "_sass_to_source", lambda crc, fn, off: ("chase.cu", "/src", 7))
+    ran = []
+    report = gp.stalls(lambda: ran.append(1))
+    assert ran == [1]
+    k = report["chase"]
+    assert k.samples == 100 and k.shares == {"long_scoreboard": 0.9, "selected": 0.1}
+    assert k.lines[0].file == "chase.cu" and k.lines[0].line == 7 and report.notes == []
+
+
+def test_sample_orchestration(monkeypatch):
+    import struct
+
+    class FakePmSampler:
+        def __init__(self, config, names, host, interval_ns, max_samples, hw_buffer_bytes):
+            self.n = len(names)
+            assert interval_ns == 5000 and hw_buffer_bytes == 64 << 20
+
+        def start(self):
+            pass
+
+        def stop(self):
+            pass
+
+        def samples(self):
+            times = struct.pack("<4Q", 100, 5100, 5100, 10100)
+            values = struct.pack(f"<{2 * self.n}d", *range(2 * self.n))
+            return times, values, {"dropped_before_start": 1, "overflow": False, "start_timestamp": 50}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(_catalog, "device_chip", lambda kind="range": ("GH100", None))
+    monkeypatch.setattr(_C, "_current_device", lambda: 0)
+    monkeypatch.setattr(_C, "PmSampler", FakePmSampler)
+    s = gp.sample(lambda: None, interval_us=5, hw_buffer_mb=64)
+    a = s.arrays()
+    assert list(a["start_ns"]) == [100, 5100] and list(a["end_ns"]) == [5100, 10100]
+    assert a["gpu_busy_pct"][1] == 8.0 and a["gpc_clock_hz"][0] == 7.0
+    assert s.info["dropped_before_start"] == 1
+    with pytest.raises(ValueError, match="one-pass"):
+        gp.sample(lambda: None, metrics=["sm__throughput.avg.pct_of_peak_sustained_elapsed"])
