@@ -97,7 +97,7 @@ def run_ncu(ncu: str, kind: str) -> dict:
     cmd = [ncu, "--clock-control", "none", "--print-units", "base", "--csv", "--metrics",
            ",".join(SOL_NAMES), "--kernel-name", f"regex:{KERNELS[kind]}", "--launch-skip", "1",
            "--launch-count", "1", sys.executable, os.path.abspath(__file__), "--ncu-target", kind]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     if out.returncode != 0:
         raise RuntimeError(f"ncu failed ({out.returncode}): {out.stderr[-2000:]}")
     return parse_ncu_csv(out.stdout)
@@ -252,12 +252,16 @@ def main(argv=None) -> int:
         return 0
     info = gp.device_info(_C._current_device())
     results = {"device": info.name, "uuid": info.uuid}
-    results["offline"] = bench_offline()
-    results["cost"] = bench_cost()  # first: includes the one-time setup of this process
-    results["vs_ncu"] = bench_vs_ncu(args.skip_ncu)
-    results["sampling"] = bench_sampling()
-    with open(args.output, "w") as f:
-        json.dump(results, f, indent=1, default=str)
+    sections = [("offline", bench_offline),
+                ("cost", bench_cost),  # before the others: includes this process's one-time setup
+                ("vs_ncu", lambda: bench_vs_ncu(args.skip_ncu)),
+                ("sampling", bench_sampling)]
+    for name, run in sections:
+        t = time.perf_counter()
+        results[name] = run()
+        print(f"[bench_metrics] {name}: {time.perf_counter() - t:.1f} s", file=sys.stderr, flush=True)
+        with open(args.output, "w") as f:  # after every section, so a timeout keeps what ran
+            json.dump(results, f, indent=1, default=str)
     print(table(results))
     print(f"\nwrote {args.output}")
     return 0
