@@ -59,8 +59,31 @@ def report():
     return _report()
 
 
+# Hardware counters (counters.py, pcsampling.py, pmsampling.py, roofline.py, _catalog.py): loaded on
+# first use, so `import gpuprofile` stays fast. See docs/metrics.md.
+_LAZY = {
+    "metrics": "counters", "metric_passes": "counters", "region_metrics": "counters",
+    "MetricsResult": "_metrics_result", "list_metrics": "_catalog", "list_chips": "_catalog",
+    "stalls": "pcsampling", "capture_cubins": "pcsampling", "sample": "pmsampling",
+    "ceilings": "roofline", "plot_roofline": "roofline",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuprofile' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
 __all__ = [
     "CudaError", "CuptiError", "DeviceInfo", "GpuProfileError", "NoDeviceError", "device_count",
     "device_info", "disable", "enable", "is_enabled", "kernels", "nvtx", "records", "region",
-    "report", "reset", "stats",
+    "report", "reset", "stats", *_LAZY,
 ]
