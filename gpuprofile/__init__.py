@@ -11,7 +11,7 @@ Importing never touches the GPU, the driver or CUPTI; NumPy is imported on first
 from __future__ import annotations
 
 try:
-    from . import _C
+    from . import _C  # noqa: F401  (fail early with a useful message)
 except ImportError as exc:  # pragma: no cover - depends on how the package was installed
     import os as _os
 
