@@ -189,6 +189,13 @@ gp_set_cupti_error(CUptiResult res, const char *call, const char *file, int line
         hint = " (GPU performance counters need admin rights: run as root, or load the driver "
                "with NVreg_RestrictProfilingToAdminUsers=0; see "
                "https://developer.nvidia.com/ERR_NVGPUCTRPERM)";
+    else if (res == CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES)
+        hint = " (this virtual GPU does not expose performance counters to the guest: the host "
+               "must enable profiling for the vGPU)";
+    else if (res == CUPTI_ERROR_HARDWARE_BUSY)
+        hint = " (the GPU's performance counters are held by another profiler: Nsight Compute, "
+               "DCGM profiling metrics (pause them with `dcgmi profile --pause`), another process, "
+               "or another gpuprofile counter collection still running in this process)";
     PyErr_Format(gp_CuptiError, "%s failed: %s (%d)%s [%s:%d]", call, text, (int)res, hint, file,
                  line);
     return NULL;

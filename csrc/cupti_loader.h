@@ -8,6 +8,12 @@
 
 #include <Python.h>
 #include <cupti.h>
+#include <cupti_pcsampling.h>
+#include <cupti_pmsampling.h>
+#include <cupti_profiler_host.h> /* C++ <string> include: satisfied by csrc/cxx_shim */
+#include <cupti_profiler_target.h>
+#include <cupti_range_profiler.h>
+#include <cupti_target.h>
 
 /* Every CUPTI function gpuprofile calls. Add a name here to use it as gp_cupti.<name>. */
 #define GP_CUPTI_FUNCTIONS(X)                                                                      \
@@ -16,7 +22,62 @@
     X(cuptiSubscribe)                                                                              \
     X(cuptiUnsubscribe)                                                                            \
     X(cuptiEnableDomain)                                                                           \
-    X(cuptiEnableCallback)
+    X(cuptiEnableCallback)                                                                         \
+    GP_CUPTI_COUNTER_FUNCTIONS(X)
+
+/* Hardware counters (profiler_host.c, profiler_target.c, range_profiler.c, pcsampling.c,
+ * pmsampling.c, launch_log.c, cubins.c). */
+#define GP_CUPTI_COUNTER_FUNCTIONS(X)                                                              \
+    X(cuptiGetTimestamp)                                                                           \
+    X(cuptiGetCallbackState)                                                                       \
+    X(cuptiProfilerInitialize)                                                                     \
+    X(cuptiProfilerDeviceSupported)                                                                \
+    X(cuptiDeviceGetChipName)                                                                      \
+    X(cuptiProfilerGetCounterAvailability)                                                         \
+    X(cuptiProfilerHostInitialize)                                                                 \
+    X(cuptiProfilerHostDeinitialize)                                                               \
+    X(cuptiProfilerHostGetSupportedChips)                                                          \
+    X(cuptiProfilerHostGetBaseMetrics)                                                             \
+    X(cuptiProfilerHostGetSubMetrics)                                                              \
+    X(cuptiProfilerHostGetMetricProperties)                                                        \
+    X(cuptiProfilerHostConfigAddMetrics)                                                           \
+    X(cuptiProfilerHostGetConfigImageSize)                                                         \
+    X(cuptiProfilerHostGetConfigImage)                                                             \
+    X(cuptiProfilerHostGetNumOfPasses)                                                             \
+    X(cuptiProfilerHostEvaluateToGpuValues)                                                        \
+    X(cuptiRangeProfilerEnable)                                                                    \
+    X(cuptiRangeProfilerDisable)                                                                   \
+    X(cuptiRangeProfilerGetCounterDataSize)                                                        \
+    X(cuptiRangeProfilerCounterDataImageInitialize)                                                \
+    X(cuptiRangeProfilerSetConfig)                                                                 \
+    X(cuptiRangeProfilerStart)                                                                     \
+    X(cuptiRangeProfilerStop)                                                                      \
+    X(cuptiRangeProfilerPushRange)                                                                 \
+    X(cuptiRangeProfilerPopRange)                                                                  \
+    X(cuptiRangeProfilerDecodeData)                                                                \
+    X(cuptiRangeProfilerGetCounterDataInfo)                                                        \
+    X(cuptiRangeProfilerCounterDataGetRangeInfo)                                                   \
+    X(cuptiPCSamplingEnable)                                                                       \
+    X(cuptiPCSamplingDisable)                                                                      \
+    X(cuptiPCSamplingStart)                                                                        \
+    X(cuptiPCSamplingStop)                                                                         \
+    X(cuptiPCSamplingGetData)                                                                      \
+    X(cuptiPCSamplingGetNumStallReasons)                                                           \
+    X(cuptiPCSamplingGetStallReasons)                                                              \
+    X(cuptiPCSamplingSetConfigurationAttribute)                                                    \
+    X(cuptiGetCubinCrc)                                                                            \
+    X(cuptiGetSassToSourceCorrelation)                                                             \
+    X(cuptiPmSamplingGetCounterAvailability)                                                       \
+    X(cuptiPmSamplingEnable)                                                                       \
+    X(cuptiPmSamplingDisable)                                                                      \
+    X(cuptiPmSamplingSetConfig)                                                                    \
+    X(cuptiPmSamplingGetCounterDataSize)                                                           \
+    X(cuptiPmSamplingCounterDataImageInitialize)                                                   \
+    X(cuptiPmSamplingStart)                                                                        \
+    X(cuptiPmSamplingStop)                                                                         \
+    X(cuptiPmSamplingDecodeData)                                                                   \
+    X(cuptiPmSamplingGetCounterDataInfo)                                                           \
+    X(cuptiPmSamplingCounterDataGetSampleInfo)
 
 typedef struct {
 #define GP_CUPTI_MEMBER(name) __typeof__(&name) name;

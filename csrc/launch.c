@@ -33,7 +33,20 @@ error:
     return NULL;
 }
 
+static PyObject *
+fault(PyObject *module, PyObject *stream_obj)
+{
+    cudaStream_t stream;
+    if (gp_stream_from_object(stream_obj, &stream) < 0 || gp_require_device() < 0)
+        return NULL;
+    GP_CUDA_CHECK(gp_launch_fault(stream));
+    Py_RETURN_NONE;
+error:
+    return NULL;
+}
+
 static PyMethodDef launch_methods[] = {
+    {"_fault", fault, METH_O, "Launch a kernel that faults (tests only: kills the CUDA context)."},
     {"spin", (PyCFunction)(void (*)(void))spin, METH_VARARGS | METH_KEYWORDS,
      "spin(ns, stream=None)\n--\n\nLaunch one GPU thread that busy-waits `ns` nanoseconds on the "
      "GPU's global timer. Returns at once (the launch is asynchronous)."},

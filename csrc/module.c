@@ -10,12 +10,27 @@
 #include "device.h"
 #include "errors.h"
 #include "launch.h"
+#include "metrics.h"
 #include "nvtx.h"
+#include "overhead.h"
 #include "regions.h"
 
 #ifndef GP_BUILD_CUDA_HOME
 #define GP_BUILD_CUDA_HOME ""
 #endif
+
+/* One line per concern, in dependency order (errors first: the others raise its exceptions). */
+static int (*const inits[])(PyObject *) = {
+    gp_errors_init,
+    gp_device_init,
+    gp_regions_init,
+    gp_nvtx_init,
+    gp_launch_init,
+    gp_cupti_loader_init,
+    gp_overhead_init,
+    gp_metrics_init,
+    gp_bench_init,
+};
 
 static int
 module_exec(PyObject *module)
@@ -26,10 +41,9 @@ module_exec(PyObject *module)
                         "gpuprofile._C can be loaded once per process (CUDA state is global)");
         return -1;
     }
-    if (gp_errors_init(module) < 0 || gp_device_init(module) < 0 || gp_regions_init(module) < 0 ||
-        gp_nvtx_init(module) < 0 || gp_launch_init(module) < 0 ||
-        gp_cupti_loader_init(module) < 0 || gp_bench_init(module) < 0)
-        return -1;
+    for (size_t k = 0; k < sizeof inits / sizeof inits[0]; k++)
+        if (inits[k](module) < 0)
+            return -1;
     if (PyModule_AddStringConstant(module, "build_cuda_home", GP_BUILD_CUDA_HOME) < 0 ||
         PyModule_AddIntConstant(module, "build_cuda_version", CUDART_VERSION) < 0)
         return -1;

@@ -13,6 +13,7 @@
  * store may grow or be reset meanwhile); `generation` tells it whether a reset happened. */
 #include "regions.h"
 #include "device.h"
+#include "region_metrics.h"
 #include "errors.h"
 #include "events.h"
 #include "streams.h"
@@ -125,6 +126,7 @@ typedef struct {
     cudaStream_t stream;
     int device; /* the stream's device; -1: the current device at enter */
     int nvtx;
+    PyObject *metrics; /* region(..., metrics=...), NULL for None: see region_metrics.c */
     PyObject *weakreflist;
 } gp_region;
 
@@ -448,15 +450,22 @@ enter_impl(gp_region *self)
         t->depth--;
         Py_DECREF(self);
         store.open--;
-        store.n--;
-        Py_DECREF(r->name);
         if (device >= 0)
             gp_event_pool_give(device, 2, ev);
+        /* Observers may run Python, which may have entered regions after this one: drop the
+         * record only if it is still the last, otherwise keep it as a failed record. */
+        if ((size_t)i == store.n - 1) {
+            store.n--;
+            Py_DECREF(store.recs[i].name);
+        } else {
+            store.recs[i].state = REC_DONE;
+            store.recs[i].flags |= REC_FAILED;
+        }
         return -1;
     }
     if (self->nvtx)
         nvtxRangePushA(self->name_utf8);
-    r->host_start_ns = gp_now_ns();
+    store.recs[i].host_start_ns = gp_now_ns();
     return 0;
 }
 
@@ -481,7 +490,6 @@ not_open_error(gp_region *self, thread_t *t)
 static int
 exit_impl(gp_region *self, int raised)
 {
-    int64_t host_end = gp_now_ns();
     thread_t *t = tls;
     if (t == NULL || t->n == 0 || t->frames[t->n - 1].region != self)
         return not_open_error(self, t);
@@ -489,6 +497,7 @@ exit_impl(gp_region *self, int raised)
     Py_DECREF(self); /* the frame's reference; the caller still holds one */
     if (i < 0)
         return 0;
+    int64_t host_end = gp_now_ns();
     t->depth--;
     store.open--;
     if (n_observers > 0)
@@ -543,8 +552,13 @@ region_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_FALSE;
 }
 
-static const char *const region_kwlist[] = {"name", "stream", "nvtx", NULL};
-#define REGION_NARGS 3
+static const char *const region_kwlist[] = {"name", "stream", "nvtx", "metrics", NULL};
+#define REGION_NARGS 4
+#define REGION_NPOSITIONAL 3 /* metrics is keyword-only */
+
+/* Shared region objects for the default stream, by name, one dict per nvtx flag. */
+#define GP_REGION_CACHE_MAX 4096
+static PyObject *region_cache[2];
 
 static PyObject *
 region_make(PyTypeObject *type, PyObject *const *vals)
@@ -568,6 +582,9 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     int nvtx = vals[2] == NULL ? 1 : PyObject_IsTrue(vals[2]);
     if (nvtx < 0)
         return NULL;
+    PyObject *metrics = vals[3] == Py_None ? NULL : vals[3];
+    if (metrics != NULL && gp_region_metrics_enable() < 0)
+        return NULL;
     gp_region *self = PyObject_New(gp_region, type);
     if (self == NULL)
         return NULL;
@@ -577,20 +594,21 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     self->stream = stream;
     self->device = -1;
     self->nvtx = nvtx;
+    self->metrics = Py_XNewRef(metrics);
     self->weakreflist = NULL;
     return (PyObject *)self;
 }
 
-/* region(name, stream=None, nvtx=True) through vectorcall: the construction cost is part of
+/* region(name, stream=None, nvtx=True, *, metrics=None) through vectorcall: the construction cost is part of
  * every `with gpuprofile.region(...)`, so arguments are matched by hand. */
 static PyObject *
 region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL};
-    if (nargs > REGION_NARGS) {
+    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL, NULL};
+    if (nargs > REGION_NPOSITIONAL) {
         PyErr_Format(PyExc_TypeError, "region() takes at most %d arguments (%zd given)",
-                     REGION_NARGS, nargs);
+                     REGION_NPOSITIONAL, nargs);
         return NULL;
     }
     for (Py_ssize_t k = 0; k < nargs; k++)
@@ -613,15 +631,35 @@ region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject
         }
         vals[slot] = args[nargs + k];
     }
+    /* Regions are immutable and keep no per-activation state (that lives in the thread's frames),
+     * so `region("x")` on the default stream can hand out one shared object per name: a dict
+     * lookup instead of an allocation on every `with gpuprofile.region("x"):`. */
+    if ((vals[1] == NULL || vals[1] == Py_None) && (vals[3] == NULL || vals[3] == Py_None) &&
+        vals[0] != NULL && PyUnicode_CheckExact(vals[0])) {
+        int nvtx = vals[2] == NULL ? 1 : PyObject_IsTrue(vals[2]);
+        if (nvtx < 0)
+            return NULL;
+        PyObject *cache = region_cache[nvtx];
+        PyObject *hit = PyDict_GetItemWithError(cache, vals[0]);
+        if (hit != NULL)
+            return Py_NewRef(hit);
+        if (PyErr_Occurred())
+            return NULL;
+        PyObject *made = region_make((PyTypeObject *)type, vals);
+        if (made != NULL && PyDict_GET_SIZE(cache) < GP_REGION_CACHE_MAX &&
+            PyDict_SetItem(cache, vals[0], made) < 0)
+            Py_CLEAR(made);
+        return made;
+    }
     return region_make((PyTypeObject *)type, vals);
 }
 
 static PyObject *
 region_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO:region", (char **)region_kwlist, &vals[0],
-                                     &vals[1], &vals[2]))
+    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO$O:region", (char **)region_kwlist, &vals[0],
+                                     &vals[1], &vals[2], &vals[3]))
         return NULL;
     return region_make(type, vals);
 }
@@ -635,6 +673,7 @@ region_dealloc(PyObject *op)
         PyObject_ClearWeakRefs(op);
     Py_DECREF(self->name);
     Py_DECREF(self->stream_obj);
+    Py_XDECREF(self->metrics);
     PyObject_Free(op);
     Py_DECREF(tp);
 }
@@ -643,6 +682,9 @@ static PyObject *
 region_repr(PyObject *op)
 {
     gp_region *self = (gp_region *)op;
+    if (self->metrics != NULL)
+        return PyUnicode_FromFormat("region(%R, stream=%R, nvtx=%s, metrics=%R)", self->name,
+                                    self->stream_obj, self->nvtx ? "True" : "False", self->metrics);
     return PyUnicode_FromFormat("region(%R, stream=%R, nvtx=%s)", self->name, self->stream_obj,
                                 self->nvtx ? "True" : "False");
 }
@@ -768,6 +810,14 @@ gp_region_innermost(void)
 }
 
 PyObject *
+gp_region_innermost_metrics(void)
+{
+    if (tls == NULL || tls->n == 0)
+        return NULL;
+    return tls->frames[tls->n - 1].region->metrics;
+}
+
+PyObject *
 gp_region_record_name(int64_t index)
 {
     if (index < 0 || (size_t)index >= store.n)
@@ -788,9 +838,10 @@ records_raw(PyObject *module, PyObject *unused)
     if (packed == NULL)
         goto error;
     gp_record_out *out = (gp_record_out *)PyBytes_AS_STRING(packed);
+    PyObject *last_name = NULL, *last_pos = NULL; /* borrowed: consecutive records share names */
     for (size_t k = 0; k < store.n; k++) {
         const gp_record *r = &store.recs[k];
-        PyObject *pos = PyDict_GetItemWithError(index, r->name);
+        PyObject *pos = r->name == last_name ? last_pos : PyDict_GetItemWithError(index, r->name);
         if (pos == NULL) {
             if (PyErr_Occurred())
                 goto error;
@@ -803,6 +854,8 @@ records_raw(PyObject *module, PyObject *unused)
             Py_DECREF(pos);
             pos = PyDict_GetItem(index, r->name);
         }
+        last_name = r->name;
+        last_pos = pos;
         memset(&out[k], 0, sizeof out[k]);
         out[k].host_start_ns = r->host_start_ns;
         out[k].host_end_ns = r->host_end_ns;
@@ -901,17 +954,20 @@ static PyMethodDef region_methods[] = {
 static PyMemberDef region_members[] = {
     {"name", T_OBJECT_EX, offsetof(gp_region, name), READONLY, "The region's name."},
     {"stream", T_OBJECT_EX, offsetof(gp_region, stream_obj), READONLY, "The stream as given."},
+    {"metrics", T_OBJECT, offsetof(gp_region, metrics), READONLY, "Counters collected, or None."},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(gp_region, weakreflist), READONLY, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
 PyDoc_STRVAR(region_doc,
-             "region(name, stream=None, nvtx=True)\n--\n\n"
+             "region(name, stream=None, nvtx=True, metrics=None)\n--\n\n"
              "Time a block of code on the GPU: `with region(name):` or `@region(name)`.\n\n"
              "Records CUDA events on `stream` around the body and pushes an NVTX range; exit\n"
              "never waits for the GPU (times are resolved when results are read). `stream` is\n"
              "None (the legacy default stream), an int handle, or an object with\n"
-             "__cuda_stream__ or .cuda_stream. Without a device the host clock is used.");
+             "__cuda_stream__ or .cuda_stream. Without a device the host clock is used.\n"
+             "metrics: hardware counters for the block (a set name such as 'sol', or metric\n"
+             "names); read them with gpuprofile.region_metrics(name). See docs/metrics.md.");
 
 static PyType_Slot region_slots[] = {
     {Py_tp_new, region_new},
@@ -989,6 +1045,9 @@ gp_regions_init(PyObject *module)
     if (RegionType == NULL)
         return -1;
     RegionType->tp_vectorcall = region_vectorcall;
+    for (int k = 0; k < 2; k++)
+        if (region_cache[k] == NULL && (region_cache[k] = PyDict_New()) == NULL)
+            return -1;
     RegionCallType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &regioncall_spec, NULL);
     if (RegionCallType == NULL)
         return -1;

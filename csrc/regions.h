@@ -17,6 +17,10 @@ int gp_regions_init(PyObject *module);
  * kernels and allocations to regions. */
 int64_t gp_region_innermost(void);
 
+/* The `metrics` argument (borrowed; NULL for None) of the innermost region frame on this thread:
+ * during an observer's enter, the region being entered. For region_metrics.c. */
+PyObject *gp_region_innermost_metrics(void);
+
 /* Name of record `index` (borrowed), or NULL if out of range. */
 PyObject *gp_region_record_name(int64_t index);
 

@@ -10,6 +10,17 @@ Importing never touches the GPU, the driver or CUPTI; NumPy is imported on first
 
 from __future__ import annotations
 
+try:
+    from . import _C  # noqa: F401  (fail early with a useful message)
+except ImportError as exc:  # pragma: no cover - depends on how the package was installed
+    import os as _os
+
+    raise ImportError(
+        f"gpuprofile's C extension (gpuprofile._C) is not built in {_os.path.dirname(__file__)}. "
+        "If that is a source checkout, install it in place with `pip install -e .` (or run Python "
+        "from another directory so the installed package is imported)."
+    ) from exc
+
 from . import kernels, nvtx
 from ._C import (
     CudaError,
@@ -48,26 +59,34 @@ def report():
     return _report()
 
 
-# Imported on first use (PEP 562), so `import gpuprofile` stays fast.
+# Hardware counters (counters.py, pcsampling.py, pmsampling.py, roofline.py, _catalog.py) and the
+# benchmark helper (bench.py, _bench_result.py, streams.py): loaded on first use, so
+# `import gpuprofile` stays fast. See docs/metrics.md and docs/benchmark.md.
 _LAZY = {
-    "benchmark": ".bench", "BenchmarkResult": "._bench_result", "Comparison": "._bench_result",
-    "compare": "._bench_result", "Stream": ".streams",
+    "metrics": "counters", "metric_passes": "counters", "region_metrics": "counters",
+    "MetricsResult": "_metrics_result", "list_metrics": "_catalog", "list_chips": "_catalog",
+    "stalls": "pcsampling", "capture_cubins": "pcsampling", "sample": "pmsampling",
+    "ceilings": "roofline", "plot_roofline": "roofline",
+    "benchmark": "bench", "BenchmarkResult": "_bench_result", "Comparison": "_bench_result",
+    "compare": "_bench_result", "Stream": "streams",
 }
 
 
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gpuprofile' has no attribute {name!r}")
+    import importlib
 
-        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'gpuprofile' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
 
 
 __all__ = [
     "CudaError", "CuptiError", "DeviceInfo", "GpuProfileError", "NoDeviceError", "device_count",
     "device_info", "disable", "enable", "is_enabled", "kernels", "nvtx", "records", "region",
-    "report", "reset", "stats",
-    "BenchmarkResult", "Comparison", "Stream", "benchmark", "compare",
+    "report", "reset", "stats", *_LAZY,
 ]

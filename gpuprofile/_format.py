@@ -31,7 +31,7 @@ def text_table(headers, rows, title: str | None = None) -> str:
 
     def line(values):
         # first column left-aligned (names), numbers right-aligned
-        return "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(values, widths)))
+        return "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(values, widths, strict=True)))
 
     out = [title] if title else []
     out += [line(headers), "  ".join("-" * w for w in widths)]

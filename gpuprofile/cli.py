@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from . import __version__, _C
+from . import _C, __version__
 from ._format import text_table
 
 
@@ -66,7 +66,7 @@ def print_info(info: dict, out=sys.stdout) -> None:
     else:
         rows = []
         for d in info["devices"]:
-            rows.append([d["index"], d["name"], "%d.%d" % tuple(d["compute_capability"]), d["sm_count"],
+            rows.append([d["index"], d["name"], "{}.{}".format(*d["compute_capability"]), d["sm_count"],
                          d["total_memory_bytes"] / 2**30, d["l2_cache_bytes"] / 2**20, d["sm_clock_mhz"],
                          d["peak_dram_gbps"], d["peak_fp32_tflops"], d["peak_fp16_tensor_tflops"]])
         p(text_table(["#", "name", "cc", "SMs", "mem GiB", "L2 MiB", "max SM MHz", "DRAM GB/s",

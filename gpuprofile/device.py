@@ -47,7 +47,7 @@ class DeviceInfo:
         return asdict(self)
 
     def _rows(self):
-        cc = "%d.%d" % self.compute_capability
+        cc = "{}.{}".format(*self.compute_capability)
         return [
             ["name", self.name], ["index", self.index], ["compute capability", cc],
             ["SMs", self.sm_count], ["memory GiB", self.total_memory_bytes / 2**30],

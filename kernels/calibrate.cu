@@ -5,6 +5,7 @@
 //            request plus the timer's granularity and the launch's own start-up (about a
 //            microsecond on Hopper); tests on short spins compare against CUPTI's kernel duration
 //            rather than the request.
+//   fault v1: a store through a small non-null invalid pointer (a sticky illegal-address error).
 #include "calibrate.h"
 
 static __device__ __forceinline__ uint64_t global_timer_ns()
@@ -24,5 +25,16 @@ __global__ void gp_spin_kernel(uint64_t ns)
 extern "C" cudaError_t gp_launch_spin(uint64_t ns, cudaStream_t stream)
 {
     gp_spin_kernel<<<1, 1, 0, stream>>>(ns);
+    return cudaGetLastError();
+}
+
+__global__ void gp_fault_kernel(int *p)
+{
+    *p = 1;
+}
+
+extern "C" cudaError_t gp_launch_fault(cudaStream_t stream)
+{
+    gp_fault_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<int *>(16));
     return cudaGetLastError();
 }

@@ -14,6 +14,10 @@ extern "C" {
 /* One thread busy-waits `ns` nanoseconds on the GPU's global timer (%globaltimer). */
 cudaError_t gp_launch_spin(uint64_t ns, cudaStream_t stream);
 
+/* One thread writes through an invalid pointer: a sticky cudaErrorIllegalAddress, for tests of
+ * error reporting. The CUDA context is unusable afterwards (run it in a throwaway process). */
+cudaError_t gp_launch_fault(cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

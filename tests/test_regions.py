@@ -73,7 +73,7 @@ def test_threads_have_their_own_stacks():
 def test_exception_in_body_closes_and_marks_region():
     with pytest.raises(ZeroDivisionError):
         with gp.region("boom"):
-            1 / 0
+            _ = 1 / 0
     with gp.region("after"):
         pass
     r = gp.records()
@@ -287,3 +287,14 @@ def test_fork_child_can_use_host_regions():
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_default_stream_regions_are_shared_by_name():
+    assert gp.region("shared") is gp.region("shared")
+    assert gp.region("shared") is not gp.region("shared", nvtx=False)
+    assert gp.region("shared", stream=0) is not gp.region("shared", stream=0)
+
+    class Name(str):
+        pass
+
+    assert gp.region(Name("sub")) is not gp.region(Name("sub"))
