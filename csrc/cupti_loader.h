@@ -16,7 +16,16 @@
     X(cuptiSubscribe)                                                                              \
     X(cuptiUnsubscribe)                                                                            \
     X(cuptiEnableDomain)                                                                           \
-    X(cuptiEnableCallback)
+    X(cuptiEnableCallback)                                                                         \
+    X(cuptiGetTimestamp)                                                                           \
+    X(cuptiActivityRegisterCallbacks)                                                              \
+    X(cuptiActivityEnable)                                                                         \
+    X(cuptiActivityDisable)                                                                        \
+    X(cuptiActivityFlushAll)                                                                       \
+    X(cuptiActivityGetNextRecord)                                                                  \
+    X(cuptiActivityGetNumDroppedRecords)                                                           \
+    X(cuptiActivityPushExternalCorrelationId)                                                      \
+    X(cuptiActivityPopExternalCorrelationId)
 
 typedef struct {
 #define GP_CUPTI_MEMBER(name) __typeof__(&name) name;

@@ -5,11 +5,15 @@
  * and is executed once per process. */
 #include <Python.h>
 
+#include "activity.h"
+#include "attribution.h"
 #include "cupti_loader.h"
 #include "device.h"
 #include "errors.h"
 #include "launch.h"
+#include "memory.h"
 #include "nvtx.h"
+#include "probes.h"
 #include "regions.h"
 
 #ifndef GP_BUILD_CUDA_HOME
@@ -28,6 +32,9 @@ module_exec(PyObject *module)
     if (gp_errors_init(module) < 0 || gp_device_init(module) < 0 || gp_regions_init(module) < 0 ||
         gp_nvtx_init(module) < 0 || gp_launch_init(module) < 0 ||
         gp_cupti_loader_init(module) < 0)
+        return -1;
+    if (gp_activity_init(module) < 0 || gp_attribution_init(module) < 0 ||
+        gp_memory_init(module) < 0 || gp_probes_init(module) < 0)
         return -1;
     if (PyModule_AddStringConstant(module, "build_cuda_home", GP_BUILD_CUDA_HOME) < 0 ||
         PyModule_AddIntConstant(module, "build_cuda_version", CUDART_VERSION) < 0)

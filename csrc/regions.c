@@ -29,7 +29,7 @@
 #define GP_EVENT_GROW 128
 
 enum { REC_OPEN, REC_PENDING, REC_DONE, REC_HOST };
-enum { REC_RAISED = 1, REC_FAILED = 2 };
+enum { REC_RAISED = 1, REC_FAILED = 2, REC_MEMORY = 4 };
 
 typedef struct {
     PyObject *name; /* strong reference */
@@ -53,7 +53,7 @@ typedef struct {
     int32_t depth;
     int32_t device;
     int32_t name_index;
-    uint8_t raised, failed, open, pad;
+    uint8_t raised, failed, open, memory;
 } gp_record_out;
 
 static struct {
@@ -125,6 +125,7 @@ typedef struct {
     cudaStream_t stream;
     int device; /* the stream's device; -1: the current device at enter */
     int nvtx;
+    int memory; /* region(memory=True): track device memory while open (attribution.c) */
     PyObject *weakreflist;
 } gp_region;
 
@@ -441,7 +442,7 @@ enter_impl(gp_region *self)
     r->gpu_ms = NAN;
     r->host_end_ns = 0;
     r->state = REC_OPEN;
-    r->flags = 0;
+    r->flags = self->memory ? REC_MEMORY : 0;
     store.open++;
     if (n_observers > 0 && notify_enter(i) < 0) {
         t->n--;
@@ -543,8 +544,9 @@ region_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_FALSE;
 }
 
-static const char *const region_kwlist[] = {"name", "stream", "nvtx", NULL};
-#define REGION_NARGS 3
+static const char *const region_kwlist[] = {"name", "stream", "nvtx", "memory", NULL};
+#define REGION_NARGS 4
+#define REGION_POSITIONAL 3 /* memory is keyword-only */
 
 static PyObject *
 region_make(PyTypeObject *type, PyObject *const *vals)
@@ -568,6 +570,9 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     int nvtx = vals[2] == NULL ? 1 : PyObject_IsTrue(vals[2]);
     if (nvtx < 0)
         return NULL;
+    int memory = vals[3] == NULL ? 0 : PyObject_IsTrue(vals[3]);
+    if (memory < 0)
+        return NULL;
     gp_region *self = PyObject_New(gp_region, type);
     if (self == NULL)
         return NULL;
@@ -577,6 +582,7 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     self->stream = stream;
     self->device = -1;
     self->nvtx = nvtx;
+    self->memory = memory;
     self->weakreflist = NULL;
     return (PyObject *)self;
 }
@@ -587,10 +593,10 @@ static PyObject *
 region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL};
-    if (nargs > REGION_NARGS) {
-        PyErr_Format(PyExc_TypeError, "region() takes at most %d arguments (%zd given)",
-                     REGION_NARGS, nargs);
+    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL, NULL};
+    if (nargs > REGION_POSITIONAL) {
+        PyErr_Format(PyExc_TypeError, "region() takes at most %d positional arguments (%zd given)",
+                     REGION_POSITIONAL, nargs);
         return NULL;
     }
     for (Py_ssize_t k = 0; k < nargs; k++)
@@ -619,9 +625,9 @@ region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject
 static PyObject *
 region_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO:region", (char **)region_kwlist, &vals[0],
-                                     &vals[1], &vals[2]))
+    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO$O:region", (char **)region_kwlist, &vals[0],
+                                     &vals[1], &vals[2], &vals[3]))
         return NULL;
     return region_make(type, vals);
 }
@@ -643,8 +649,8 @@ static PyObject *
 region_repr(PyObject *op)
 {
     gp_region *self = (gp_region *)op;
-    return PyUnicode_FromFormat("region(%R, stream=%R, nvtx=%s)", self->name, self->stream_obj,
-                                self->nvtx ? "True" : "False");
+    return PyUnicode_FromFormat("region(%R, stream=%R, nvtx=%s%s)", self->name, self->stream_obj,
+                                self->nvtx ? "True" : "False", self->memory ? ", memory=True" : "");
 }
 
 /* ---- the decorator: region(...)(fn) -------------------------------------------------------- */
@@ -767,6 +773,12 @@ gp_region_innermost(void)
     return tls ? innermost_record(tls) : -1;
 }
 
+int
+gp_region_record_memory(int64_t index)
+{
+    return index >= 0 && (size_t)index < store.n && (store.recs[index].flags & REC_MEMORY);
+}
+
 PyObject *
 gp_region_record_name(int64_t index)
 {
@@ -815,6 +827,7 @@ records_raw(PyObject *module, PyObject *unused)
         out[k].raised = (r->flags & REC_RAISED) != 0;
         out[k].failed = (r->flags & REC_FAILED) != 0;
         out[k].open = r->state == REC_OPEN;
+        out[k].memory = (r->flags & REC_MEMORY) != 0;
     }
     Py_DECREF(index);
     return Py_BuildValue("(NN)", names, packed);
@@ -906,12 +919,14 @@ static PyMemberDef region_members[] = {
 };
 
 PyDoc_STRVAR(region_doc,
-             "region(name, stream=None, nvtx=True)\n--\n\n"
+             "region(name, stream=None, nvtx=True, *, memory=False)\n--\n\n"
              "Time a block of code on the GPU: `with region(name):` or `@region(name)`.\n\n"
              "Records CUDA events on `stream` around the body and pushes an NVTX range; exit\n"
              "never waits for the GPU (times are resolved when results are read). `stream` is\n"
              "None (the legacy default stream), an int handle, or an object with\n"
-             "__cuda_stream__ or .cuda_stream. Without a device the host clock is used.");
+             "__cuda_stream__ or .cuda_stream. Without a device the host clock is used.\n"
+             "memory=True tracks device allocations while the region is open, for its peak\n"
+             "(gpuprofile.memory.region_peaks()).");
 
 static PyType_Slot region_slots[] = {
     {Py_tp_new, region_new},

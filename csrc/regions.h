@@ -17,6 +17,9 @@ int gp_regions_init(PyObject *module);
  * kernels and allocations to regions. */
 int64_t gp_region_innermost(void);
 
+/* Whether record `index` is of a region(memory=True); 0 if out of range. */
+int gp_region_record_memory(int64_t index);
+
 /* Name of record `index` (borrowed), or NULL if out of range. */
 PyObject *gp_region_record_name(int64_t index);
 
