@@ -10,7 +10,7 @@ Importing never touches the GPU, the driver or CUPTI; NumPy is imported on first
 
 from __future__ import annotations
 
-from . import kernels, nvtx
+from . import kernels, memory, nvtx
 from ._C import (
     CudaError,
     CuptiError,
@@ -41,6 +41,16 @@ def stats(name: str):
     return _stats(name)
 
 
+def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
+            regions: bool = True):
+    """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
+    (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
+    gpuprofile.profiling.profile."""
+    from .profiling import profile as _profile
+
+    return _profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions)
+
+
 def report():
     """A Report table of every region name; print() it or show it in a notebook."""
     from ._records import report as _report
@@ -50,6 +60,6 @@ def report():
 
 __all__ = [
     "CudaError", "CuptiError", "DeviceInfo", "GpuProfileError", "NoDeviceError", "device_count",
-    "device_info", "disable", "enable", "is_enabled", "kernels", "nvtx", "records", "region",
-    "report", "reset", "stats",
+    "device_info", "disable", "enable", "is_enabled", "kernels", "memory", "nvtx", "profile",
+    "records", "region", "report", "reset", "stats",
 ]
