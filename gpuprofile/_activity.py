@@ -103,11 +103,10 @@ def torch_profiler_active() -> bool:
     prof = sys.modules.get("torch.autograd.profiler")
     if prof is not None and getattr(prof, "_is_profiler_enabled", False):
         return True
-    autograd = sys.modules.get("torch._C._autograd")
-    enabled = getattr(autograd, "_profiler_enabled", None)
+    torch = sys.modules.get("torch")
     try:
-        return bool(enabled()) if enabled is not None else False
-    except Exception:
+        return bool(torch._C._autograd._profiler_enabled()) if torch is not None else False
+    except Exception:  # another torch version: no such function
         return False
 
 
