@@ -247,6 +247,7 @@ buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, s
 
 #define N_KINDS 5
 static int refs[N_KINDS];
+static int registered; /* our buffer callbacks were registered: flushing means something */
 
 static const CUpti_ActivityKind kind_lists[N_KINDS][4] = {
     {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
@@ -298,6 +299,7 @@ begin_session(void)
     if (gp_cupti_load() < 0 || gp_require_device() < 0 || gp_cupti_subscribe() < 0)
         return -1;
     GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+    registered = 1;
     return 0;
 error:
     return -1;
@@ -387,14 +389,14 @@ activity_release(PyObject *module, PyObject *arg)
 }
 
 /* _activity_flush(wait): optionally wait for the GPU (interruptible), then have CUPTI hand over
- * every buffer, complete or not. Without a CUPTI session there is nothing to flush. */
+ * every buffer, complete or not. Before our first session there is nothing to flush. */
 static PyObject *
 activity_flush(PyObject *module, PyObject *arg)
 {
     int wait = PyObject_IsTrue(arg);
     if (wait < 0)
         return NULL;
-    if (gp_cupti_subscriber() == NULL)
+    if (!registered)
         Py_RETURN_NONE;
     if (wait && gp_wait_devices() < 0)
         return NULL;
@@ -414,7 +416,7 @@ take_dropped(uint64_t our_lost, uint64_t *dropped)
 {
     size_t n = 0;
     *dropped = our_lost;
-    if (gp_cupti_subscriber() == NULL)
+    if (!registered)
         return 0;
     GP_CUPTI_CHECK(gp_cupti.cuptiActivityGetNumDroppedRecords(NULL, 0, &n));
     *dropped += n;
