@@ -206,3 +206,43 @@ def test_kernel_names_are_demangled_by_the_cxx_runtime():
 def test_profile_without_a_gpu_raises_no_device():
     with pytest.raises(gp.NoDeviceError):
         gp.profile().start()
+
+
+def _stub_cupti(tmp_path, version, skip=()):
+    """A fake libcupti.so exporting every function gpuprofile binds (except `skip`)."""
+    import re
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    header = os.path.join(os.path.dirname(__file__), "..", "csrc", "cupti_loader.h")
+    with open(header) as f:
+        names = re.findall(r"X\((cupti\w+)\)", f.read())
+    lines = ["#include <stdint.h>",
+             f"int cuptiGetVersion(uint32_t *v) {{ *v = {version}; return 0; }}"]
+    lines += [f"int {n}(void) {{ return 0; }}" for n in names
+              if n != "cuptiGetVersion" and n not in skip]
+    src = tmp_path / "stub.c"
+    src.write_text("\n".join(lines) + "\n")
+    lib = tmp_path / "libcupti.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return str(lib)
+
+
+def _start_with(lib):
+    env = dict(os.environ, GPUPROFILE_CUPTI_PATH=lib)
+    code = ("import gpuprofile as gp\ntry:\n    gp.profile().start()\n"
+            "except gp.CuptiError as e:\n    print('CuptiError', e)\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          check=True).stdout
+
+
+def test_cupti_of_the_wrong_version_is_reported(tmp_path):
+    out = _start_with(_stub_cupti(tmp_path, 120000))
+    assert "CuptiError CUPTI API version 120000 is not CUDA 13's" in out
+
+
+def test_cupti_missing_a_function_is_reported(tmp_path):
+    out = _start_with(_stub_cupti(tmp_path, 130001, skip=("cuptiActivityFlushAll",)))
+    assert "CuptiError the CUPTI library lacks cuptiActivityFlushAll" in out

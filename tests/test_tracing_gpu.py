@@ -52,7 +52,8 @@ def test_probe_kernel_records_match_the_launch_and_region():
     assert k["dynamic_smem"].tolist() == [1024, 0, 0]
     assert (k["static_smem"] == 4096).all()
     assert (k["registers_per_thread"] == attrs["registers_per_thread"]).all()
-    assert (k["local_mem_per_thread"] == attrs["local_mem_per_thread"]).all()
+    # CUPTI reports the local memory reserved per thread, which may include the stack
+    assert (k["local_mem_per_thread"] >= attrs["local_mem_per_thread"]).all()
     assert k["region"].tolist() == ["probe", "outer", ""]
     recs = gp.records()
     assert recs["name"][k["region_record"][0]] == "probe"
