@@ -16,6 +16,7 @@
 
 #include <cupti.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -571,6 +572,61 @@ demangle(PyObject *module, PyObject *seq)
     return out;
 }
 
+/* _activity_layouts() -> {struct: [(field, offset), ...]}: lets a test check that the NumPy
+ * mirrors in gpuprofile/_activity.py match these structs. */
+#define GP_FIELD(type, field) {#field, offsetof(type, field)}
+typedef struct {
+    const char *name;
+    size_t offset;
+} field_t;
+
+static PyObject *
+layout_list(const field_t *fields, size_t n)
+{
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; list != NULL && k < n; k++) {
+        PyObject *item = Py_BuildValue("(sn)", fields[k].name, (Py_ssize_t)fields[k].offset);
+        if (item == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)k, item);
+    }
+    return list;
+}
+
+static PyObject *
+activity_layouts(PyObject *module, PyObject *unused)
+{
+    static const field_t kernel[] = {
+        GP_FIELD(gp_kernel_out, start), GP_FIELD(gp_kernel_out, correlation_id),
+        GP_FIELD(gp_kernel_out, name_id), GP_FIELD(gp_kernel_out, stream),
+        GP_FIELD(gp_kernel_out, grid), GP_FIELD(gp_kernel_out, block),
+        GP_FIELD(gp_kernel_out, static_smem), GP_FIELD(gp_kernel_out, local_mem_per_thread),
+        GP_FIELD(gp_kernel_out, graph_id), GP_FIELD(gp_kernel_out, registers_per_thread),
+        GP_FIELD(gp_kernel_out, launch_type)};
+    static const field_t memcpy_[] = {
+        GP_FIELD(gp_memcpy_out, bytes), GP_FIELD(gp_memcpy_out, runtime_correlation_id),
+        GP_FIELD(gp_memcpy_out, stream), GP_FIELD(gp_memcpy_out, copy_kind),
+        GP_FIELD(gp_memcpy_out, flags)};
+    static const field_t memset_[] = {
+        GP_FIELD(gp_memset_out, bytes), GP_FIELD(gp_memset_out, stream),
+        GP_FIELD(gp_memset_out, value), GP_FIELD(gp_memset_out, memory_kind),
+        GP_FIELD(gp_memset_out, flags)};
+    static const field_t memory[] = {
+        GP_FIELD(gp_memory_out, timestamp), GP_FIELD(gp_memory_out, bytes),
+        GP_FIELD(gp_memory_out, stream), GP_FIELD(gp_memory_out, operation),
+        GP_FIELD(gp_memory_out, is_async)};
+    static const field_t extcorr[] = {GP_FIELD(gp_extcorr_out, external_id),
+                                      GP_FIELD(gp_extcorr_out, correlation_id)};
+#define GP_N(a) (sizeof a / sizeof a[0])
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N}", "kernel", layout_list(kernel, GP_N(kernel)),
+                         "memcpy", layout_list(memcpy_, GP_N(memcpy_)), "memset",
+                         layout_list(memset_, GP_N(memset_)), "memory",
+                         layout_list(memory, GP_N(memory)), "extcorr",
+                         layout_list(extcorr, GP_N(extcorr)));
+#undef GP_N
+}
+
 static PyMethodDef activity_methods[] = {
     {"_activity_acquire", activity_acquire, METH_O, "Enable a mask of activity kinds (refcounted)."},
     {"_activity_release", activity_release, METH_O, "Release a mask of activity kinds."},
@@ -582,6 +638,7 @@ static PyMethodDef activity_methods[] = {
      "(offset_ns, uncertainty_ns): CUPTI timestamp minus time.monotonic_ns()."},
     {"_cupti_timestamp", cupti_timestamp, METH_NOARGS, "cuptiGetTimestamp() in ns."},
     {"_demangle", demangle, METH_O, "[(id, demangled)] for mangled kernel names (tests)."},
+    {"_activity_layouts", activity_layouts, METH_NOARGS, "Field offsets of the record structs."},
     {NULL, NULL, 0, NULL},
 };
 

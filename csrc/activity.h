@@ -71,6 +71,13 @@ typedef struct {
     uint32_t correlation_id, pad;
 } gp_extcorr_out;
 
+/* gpuprofile/_activity.py mirrors these sizes and field offsets. */
+_Static_assert(sizeof(gp_kernel_out) == 88, "gp_kernel_out layout");
+_Static_assert(sizeof(gp_memcpy_out) == 48, "gp_memcpy_out layout");
+_Static_assert(sizeof(gp_memset_out) == 48, "gp_memset_out layout");
+_Static_assert(sizeof(gp_memory_out) == 48, "gp_memory_out layout");
+_Static_assert(sizeof(gp_extcorr_out) == 16, "gp_extcorr_out layout");
+
 /* Enable the kinds in `mask` for one more user (claims CUPTI on first use). GIL held; 0 or -1
  * with CuptiError/NoDeviceError, nothing acquired. */
 int gp_activity_acquire(unsigned mask);

@@ -189,7 +189,8 @@ class Profile:
                                      "create a new gpuprofile.profile() to record again")
         if _running is not None:
             raise _C.GpuProfileError("gpuprofile.profile() cannot nest: another profile is "
-                                     "recording; stop it first (memory.track() may nest)")
+                                     "recording; stop it first (gpuprofile.profiling.running() "
+                                     "returns it; memory.track() may nest)")
         collector = Collector(self.mask, "gpuprofile.profile()")
         collector.start()
         self._collector = collector
@@ -430,6 +431,11 @@ class Profile:
         if self.state != "stopped":
             return f"<p>{html.escape(repr(self))}</p>"
         return self.summary()._repr_html_()
+
+
+def running() -> Profile | None:
+    """The profile recording now, if any (e.g. one started without keeping a reference)."""
+    return _running
 
 
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,

@@ -88,6 +88,9 @@ def test_started_twice_nested_and_stopped_twice(fake):
             p.start()
         with pytest.raises(gp.GpuProfileError, match="cannot nest"):
             gp.profile().start()
+        from gpuprofile.profiling import running
+
+        assert running() is p
         with pytest.raises(gp.GpuProfileError, match="results exist once it stopped"):
             p.summary()
     finally:
@@ -246,3 +249,13 @@ def test_cupti_of_the_wrong_version_is_reported(tmp_path):
 def test_cupti_missing_a_function_is_reported(tmp_path):
     out = _start_with(_stub_cupti(tmp_path, 130001, skip=("cuptiActivityFlushAll",)))
     assert "CuptiError the CUPTI library lacks cuptiActivityFlushAll" in out
+
+
+def test_numpy_mirrors_match_the_c_structs():
+    dtypes = {"kernel": _activity.KERNEL_RAW, "memcpy": _activity.MEMCPY_RAW,
+              "memset": _activity.MEMSET_RAW, "memory": _activity.MEMORY_RAW,
+              "extcorr": _activity.EXTCORR_RAW}
+    renamed = {"grid": "grid_x", "block": "block_x"}  # arrays in C, three fields in NumPy
+    for struct, fields in gp._C._activity_layouts().items():
+        for name, offset in fields:
+            assert dtypes[struct].fields[renamed.get(name, name)][1] == offset, (struct, name)
