@@ -194,7 +194,8 @@ class MemoryTrack:
     allocations: number of allocations; largest_allocation: bytes of the largest one; timeline:
     every allocation and free (NumPy structured array, see build_timeline); regions: peaks of
     memory=True regions inside the block; torch / torch_at_start: torch's allocator statistics
-    (None without torch); dropped: CUPTI records lost (should be 0)."""
+    (None without torch); dropped: CUPTI records lost (should be 0); partial: stopping was
+    interrupted; errors: problems met while stopping."""
 
     peak_bytes: int = 0
     current_bytes: int = 0
@@ -207,6 +208,7 @@ class MemoryTrack:
     torch_at_start: dict | None = None
     dropped: int = 0
     partial: bool = False
+    errors: list = field(default_factory=list)
     _collector: object = field(default=None, repr=False)
 
     def __enter__(self) -> MemoryTrack:
@@ -219,9 +221,13 @@ class MemoryTrack:
         self._collector.start()
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, exc_type, exc, tb) -> bool:
         try:
             self._collector.stop(wait=True)
+        except Exception as stop_error:
+            if exc_type is None:
+                raise
+            self.errors.append(f"stop after the body raised: {stop_error}")  # keep the body's
         finally:
             window = getattr(self._collector, "window", None)
             if window is not None:
@@ -264,7 +270,7 @@ class MemoryTrack:
             "allocations": self.allocations, "frees": self.frees,
             "largest_allocation": self.largest_allocation, "regions": self.regions,
             "torch": self.torch, "torch_at_start": self.torch_at_start, "dropped": self.dropped,
-            "partial": self.partial,
+            "partial": self.partial, "errors": list(self.errors),
             "timeline": _timeline_records(self.timeline),
         }
 

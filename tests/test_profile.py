@@ -129,6 +129,13 @@ def test_error_during_stop_does_not_hide_the_body_exception(fake):
     assert any("illegal address" in e for e in p.errors)
 
 
+def test_track_keeps_the_body_exception(fake):
+    fake.fail_wait = gp.CudaError("device lost")
+    with pytest.raises(ValueError, match="body"), gp.memory.track() as t:
+        raise ValueError("body")
+    assert t.partial and any("device lost" in e for e in t.errors)
+
+
 def test_dropped_records_warn(fake):
     fake.dropped = 5
     with pytest.warns(RuntimeWarning, match="dropped 5"), gp.profile() as p:
