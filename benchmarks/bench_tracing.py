@@ -160,9 +160,12 @@ def child_big(n: int, regions: bool) -> dict:
 
 # ---- parent ------------------------------------------------------------------------------------
 
-def _child(args: list, timeout: int = 900) -> dict:
+def _child(args: list, timeout: int = 240) -> dict:
     cmd = [sys.executable, os.path.abspath(__file__), "--child", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": [f"timed out after {timeout} s"]}
     if proc.returncode != 0:
         return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
     return json.loads(proc.stdout.strip().splitlines()[-1])
