@@ -23,6 +23,14 @@
     X(cuptiUnsubscribe)                                                                            \
     X(cuptiEnableDomain)                                                                           \
     X(cuptiEnableCallback)                                                                         \
+    X(cuptiActivityRegisterCallbacks)                                                              \
+    X(cuptiActivityEnable)                                                                         \
+    X(cuptiActivityDisable)                                                                        \
+    X(cuptiActivityFlushAll)                                                                       \
+    X(cuptiActivityGetNextRecord)                                                                  \
+    X(cuptiActivityGetNumDroppedRecords)                                                           \
+    X(cuptiActivityPushExternalCorrelationId)                                                      \
+    X(cuptiActivityPopExternalCorrelationId)                                                       \
     GP_CUPTI_COUNTER_FUNCTIONS(X)
 
 /* Hardware counters (profiler_host.c, profiler_target.c, range_profiler.c, pcsampling.c,

@@ -13,16 +13,29 @@ decode(const char *s)
     return PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
 }
 
+char *
+gp_demangle_cstr(const char *name)
+{
+    if (strncmp(name, "_Z", 2) == 0) {
+        int status = 0;
+        char *plain = __cxa_demangle(name, NULL, NULL, &status);
+        if (status == 0 && plain != NULL)
+            return plain;
+        free(plain);
+    }
+    /* Not a C++ symbol (an extern "C" kernel) or an unknown mangling: keep it as is. */
+    return strdup(name);
+}
+
 PyObject *
 gp_demangled(const char *name)
 {
     if (name == NULL)
         return PyUnicode_FromString("?");
-    if (strncmp(name, "_Z", 2) != 0)
-        return decode(name);
-    int status = 0;
-    char *plain = __cxa_demangle(name, NULL, NULL, &status);
-    PyObject *out = decode(status == 0 && plain != NULL ? plain : name);
+    char *plain = gp_demangle_cstr(name);
+    if (plain == NULL)
+        return PyErr_NoMemory();
+    PyObject *out = decode(plain);
     free(plain);
     return out;
 }

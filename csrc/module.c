@@ -5,14 +5,18 @@
  * and is executed once per process. */
 #include <Python.h>
 
+#include "activity.h"
+#include "attribution.h"
 #include "bench.h"
 #include "cupti_loader.h"
 #include "device.h"
 #include "errors.h"
 #include "launch.h"
+#include "memory.h"
 #include "metrics.h"
 #include "nvtx.h"
 #include "overhead.h"
+#include "probes.h"
 #include "regions.h"
 
 #ifndef GP_BUILD_CUDA_HOME
@@ -29,6 +33,10 @@ static int (*const inits[])(PyObject *) = {
     gp_cupti_loader_init,
     gp_overhead_init,
     gp_metrics_init,
+    gp_activity_init,
+    gp_attribution_init,
+    gp_memory_init,
+    gp_probes_init,
     gp_bench_init,
 };
 

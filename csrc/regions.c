@@ -30,7 +30,7 @@
 #define GP_EVENT_GROW 128
 
 enum { REC_OPEN, REC_PENDING, REC_DONE, REC_HOST };
-enum { REC_RAISED = 1, REC_FAILED = 2 };
+enum { REC_RAISED = 1, REC_FAILED = 2, REC_MEMORY = 4 };
 
 typedef struct {
     PyObject *name; /* strong reference */
@@ -54,7 +54,7 @@ typedef struct {
     int32_t depth;
     int32_t device;
     int32_t name_index;
-    uint8_t raised, failed, open, pad;
+    uint8_t raised, failed, open, memory;
 } gp_record_out;
 
 static struct {
@@ -127,6 +127,7 @@ typedef struct {
     int device; /* the stream's device; -1: the current device at enter */
     int nvtx;
     PyObject *metrics; /* region(..., metrics=...), NULL for None: see region_metrics.c */
+    int memory;         /* region(memory=True): track device memory while open (attribution.c) */
     PyObject *weakreflist;
 } gp_region;
 
@@ -443,7 +444,7 @@ enter_impl(gp_region *self)
     r->gpu_ms = NAN;
     r->host_end_ns = 0;
     r->state = REC_OPEN;
-    r->flags = 0;
+    r->flags = self->memory ? REC_MEMORY : 0;
     store.open++;
     if (n_observers > 0 && notify_enter(i) < 0) {
         t->n--;
@@ -552,9 +553,9 @@ region_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_FALSE;
 }
 
-static const char *const region_kwlist[] = {"name", "stream", "nvtx", "metrics", NULL};
-#define REGION_NARGS 4
-#define REGION_NPOSITIONAL 3 /* metrics is keyword-only */
+static const char *const region_kwlist[] = {"name", "stream", "nvtx", "memory", "metrics", NULL};
+#define REGION_NARGS 5
+#define REGION_NPOSITIONAL 3 /* memory and metrics are keyword-only */
 
 /* Shared region objects for the default stream, by name, one dict per nvtx flag. */
 #define GP_REGION_CACHE_MAX 4096
@@ -582,7 +583,10 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     int nvtx = vals[2] == NULL ? 1 : PyObject_IsTrue(vals[2]);
     if (nvtx < 0)
         return NULL;
-    PyObject *metrics = vals[3] == Py_None ? NULL : vals[3];
+    int memory = vals[3] == NULL ? 0 : PyObject_IsTrue(vals[3]);
+    if (memory < 0)
+        return NULL;
+    PyObject *metrics = vals[4] == Py_None ? NULL : vals[4];
     if (metrics != NULL && gp_region_metrics_enable() < 0)
         return NULL;
     gp_region *self = PyObject_New(gp_region, type);
@@ -595,6 +599,7 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     self->device = -1;
     self->nvtx = nvtx;
     self->metrics = Py_XNewRef(metrics);
+    self->memory = memory;
     self->weakreflist = NULL;
     return (PyObject *)self;
 }
@@ -605,9 +610,9 @@ static PyObject *
 region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL, NULL};
+    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL, NULL, NULL};
     if (nargs > REGION_NPOSITIONAL) {
-        PyErr_Format(PyExc_TypeError, "region() takes at most %d arguments (%zd given)",
+        PyErr_Format(PyExc_TypeError, "region() takes at most %d positional arguments (%zd given)",
                      REGION_NPOSITIONAL, nargs);
         return NULL;
     }
@@ -634,7 +639,8 @@ region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject
     /* Regions are immutable and keep no per-activation state (that lives in the thread's frames),
      * so `region("x")` on the default stream can hand out one shared object per name: a dict
      * lookup instead of an allocation on every `with gpuprofile.region("x"):`. */
-    if ((vals[1] == NULL || vals[1] == Py_None) && (vals[3] == NULL || vals[3] == Py_None) &&
+    if ((vals[1] == NULL || vals[1] == Py_None) && vals[3] == NULL &&
+        (vals[4] == NULL || vals[4] == Py_None) &&
         vals[0] != NULL && PyUnicode_CheckExact(vals[0])) {
         int nvtx = vals[2] == NULL ? 1 : PyObject_IsTrue(vals[2]);
         if (nvtx < 0)
@@ -657,9 +663,9 @@ region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject
 static PyObject *
 region_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL, NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO$O:region", (char **)region_kwlist, &vals[0],
-                                     &vals[1], &vals[2], &vals[3]))
+    PyObject *vals[REGION_NARGS] = {NULL, NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|OOO$OO:region", (char **)region_kwlist,
+                                     &vals[0], &vals[1], &vals[2], &vals[3], &vals[4]))
         return NULL;
     return region_make(type, vals);
 }
@@ -683,10 +689,11 @@ region_repr(PyObject *op)
 {
     gp_region *self = (gp_region *)op;
     if (self->metrics != NULL)
-        return PyUnicode_FromFormat("region(%R, stream=%R, nvtx=%s, metrics=%R)", self->name,
-                                    self->stream_obj, self->nvtx ? "True" : "False", self->metrics);
-    return PyUnicode_FromFormat("region(%R, stream=%R, nvtx=%s)", self->name, self->stream_obj,
-                                self->nvtx ? "True" : "False");
+        return PyUnicode_FromFormat("region(%R, stream=%R, nvtx=%s%s, metrics=%R)", self->name,
+                                    self->stream_obj, self->nvtx ? "True" : "False",
+                                    self->memory ? ", memory=True" : "", self->metrics);
+    return PyUnicode_FromFormat("region(%R, stream=%R, nvtx=%s%s)", self->name, self->stream_obj,
+                                self->nvtx ? "True" : "False", self->memory ? ", memory=True" : "");
 }
 
 /* ---- the decorator: region(...)(fn) -------------------------------------------------------- */
@@ -809,6 +816,12 @@ gp_region_innermost(void)
     return tls ? innermost_record(tls) : -1;
 }
 
+int
+gp_region_record_memory(int64_t index)
+{
+    return index >= 0 && (size_t)index < store.n && (store.recs[index].flags & REC_MEMORY);
+}
+
 PyObject *
 gp_region_innermost_metrics(void)
 {
@@ -868,6 +881,7 @@ records_raw(PyObject *module, PyObject *unused)
         out[k].raised = (r->flags & REC_RAISED) != 0;
         out[k].failed = (r->flags & REC_FAILED) != 0;
         out[k].open = r->state == REC_OPEN;
+        out[k].memory = (r->flags & REC_MEMORY) != 0;
     }
     Py_DECREF(index);
     return Py_BuildValue("(NN)", names, packed);
@@ -960,14 +974,16 @@ static PyMemberDef region_members[] = {
 };
 
 PyDoc_STRVAR(region_doc,
-             "region(name, stream=None, nvtx=True, metrics=None)\n--\n\n"
+             "region(name, stream=None, nvtx=True, *, memory=False, metrics=None)\n--\n\n"
              "Time a block of code on the GPU: `with region(name):` or `@region(name)`.\n\n"
              "Records CUDA events on `stream` around the body and pushes an NVTX range; exit\n"
              "never waits for the GPU (times are resolved when results are read). `stream` is\n"
              "None (the legacy default stream), an int handle, or an object with\n"
              "__cuda_stream__ or .cuda_stream. Without a device the host clock is used.\n"
              "metrics: hardware counters for the block (a set name such as 'sol', or metric\n"
-             "names); read them with gpuprofile.region_metrics(name). See docs/metrics.md.");
+             "names); read them with gpuprofile.region_metrics(name). See docs/metrics.md.\n"
+             "memory=True tracks device allocations while the region is open, for its peak\n"
+             "(gpuprofile.memory.region_peaks()).");
 
 static PyType_Slot region_slots[] = {
     {Py_tp_new, region_new},

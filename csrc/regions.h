@@ -21,6 +21,9 @@ int64_t gp_region_innermost(void);
  * during an observer's enter, the region being entered. For region_metrics.c. */
 PyObject *gp_region_innermost_metrics(void);
 
+/* Whether record `index` is of a region(memory=True); 0 if out of range. */
+int gp_region_record_memory(int64_t index);
+
 /* Name of record `index` (borrowed), or NULL if out of range. */
 PyObject *gp_region_record_name(int64_t index);
 

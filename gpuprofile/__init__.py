@@ -21,7 +21,7 @@ except ImportError as exc:  # pragma: no cover - depends on how the package was 
         "from another directory so the installed package is imported)."
     ) from exc
 
-from . import kernels, nvtx
+from . import kernels, memory, nvtx
 from ._C import (
     CudaError,
     CuptiError,
@@ -50,6 +50,16 @@ def stats(name: str):
     from ._records import stats as _stats
 
     return _stats(name)
+
+
+def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
+            regions: bool = True):
+    """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
+    (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
+    gpuprofile.profiling.profile."""
+    from .profiling import profile as _profile
+
+    return _profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions)
 
 
 def report():
@@ -87,6 +97,6 @@ def __dir__():
 
 __all__ = [
     "CudaError", "CuptiError", "DeviceInfo", "GpuProfileError", "NoDeviceError", "device_count",
-    "device_info", "disable", "enable", "is_enabled", "kernels", "nvtx", "records", "region",
-    "report", "reset", "stats", *_LAZY,
+    "device_info", "disable", "enable", "is_enabled", "kernels", "memory", "nvtx", "profile",
+    "records", "region", "report", "reset", "stats", *_LAZY,
 ]

@@ -25,7 +25,7 @@ _RAW_DTYPE = np.dtype(
         ("raised", "u1"),
         ("failed", "u1"),
         ("open", "u1"),
-        ("pad", "u1"),
+        ("memory", "u1"),
     ]
 )
 assert _RAW_DTYPE.itemsize == 56
@@ -45,6 +45,7 @@ RECORD_DTYPE = np.dtype(
         ("raised", "?"),
         ("failed", "?"),
         ("open", "?"),
+        ("memory", "?"),
     ]
 )
 
@@ -56,7 +57,8 @@ def records() -> np.ndarray:
     this array, -1 at top level), thread (native thread id), device (-1 for host-clock records),
     clock ('gpu' or 'host'), host_start_ns/host_end_ns (time.monotonic_ns clock), host_ms, gpu_ms
     (NaN for host-clock, failed or still-open records), raised (the body raised), failed (the
-    GPU time could not be measured) and open (not exited yet). Reading waits for pending GPU work.
+    GPU time could not be measured), open (not exited yet) and memory (a region(memory=True)).
+    Reading waits for pending GPU work.
     """
     names, packed = _C._records()
     raw = np.frombuffer(packed, dtype=_RAW_DTYPE)
@@ -70,6 +72,7 @@ def records() -> np.ndarray:
     out["raised"] = raw["raised"].astype(bool)
     out["failed"] = raw["failed"].astype(bool)
     out["open"] = is_open
+    out["memory"] = raw["memory"].astype(bool)
     return out
 
 

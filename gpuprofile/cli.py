@@ -1,4 +1,5 @@
-"""Command line: `python -m gpuprofile info` (later capabilities add subcommands)."""
+"""Command line: `python -m gpuprofile info | run script.py --trace t.json` (later capabilities
+add subcommands)."""
 
 from __future__ import annotations
 
@@ -80,11 +81,136 @@ def print_info(info: dict, out=sys.stdout) -> None:
     p(f"Hardware counters: {info['hardware_counters']['detail']}")
 
 
+RUN_USAGE = """usage: gpuprofile run [options] script.py [script arguments]
+
+Run a Python script under gpuprofile.profile() (CUPTI tracing of kernels, copies, sets and device
+memory), then print the summary and write the outputs asked for. gpuprofile's options may come
+before or after the script's name; arguments after `--` all go to the script.
+
+options:
+  --trace PATH    write a Chrome trace (Perfetto, chrome://tracing); gzip if PATH ends in .gz
+  --json PATH     write the profile's to_dict() (counts, summary, clock) as JSON
+  --no-memory     do not record device allocations
+  --no-regions    do not attribute work to gpuprofile regions (less host cost per CUDA call)
+  --no-details    leave per-kernel launch details out of the trace (a smaller file)
+  --quiet         do not print the summary"""
+
+_RUN_VALUE_OPTIONS = ("--trace", "--json")
+_RUN_FLAGS = {"--no-memory": "memory", "--no-regions": "regions", "--no-details": "details",
+              "--quiet": "summary"}
+
+
+def parse_run_args(argv) -> tuple:
+    """(options, script, script_args) from `gpuprofile run` arguments. Raises ValueError with a
+    message for the user."""
+    opts = {"trace": None, "json": None, "memory": True, "regions": True, "details": True,
+            "summary": True}
+    script, rest = None, []
+    argv = list(argv)
+    k = 0
+    while k < len(argv):
+        arg = argv[k]
+        if arg == "--":
+            rest += argv[k + 1:]
+            break
+        name, eq, value = arg.partition("=")
+        if name in _RUN_VALUE_OPTIONS:
+            if not eq:
+                if k + 1 == len(argv):
+                    raise ValueError(f"{name} needs a value")
+                k += 1
+                value = argv[k]
+            opts[name[2:]] = value
+        elif arg in _RUN_FLAGS:
+            opts[_RUN_FLAGS[arg]] = False
+        elif script is None:
+            if arg.startswith("-"):
+                raise ValueError(f"unknown option {arg!r}")
+            script = arg
+        else:
+            rest.append(arg)
+        k += 1
+    if script is None:
+        raise ValueError("no script given")
+    return opts, script, rest
+
+
+def _run_script(script: str, args: list) -> int:
+    """Runs `script` as __main__ with `args`; its exit code (tracebacks printed, not raised)."""
+    import runpy
+    import traceback
+
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [script, *args]
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    try:
+        runpy.run_path(script, run_name="__main__")
+        return 0
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except KeyboardInterrupt:
+        print("gpuprofile run: interrupted", file=sys.stderr)
+        return 130
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def run(argv) -> int:
+    try:
+        opts, script, args = parse_run_args(argv)
+    except ValueError as exc:
+        print(f"{RUN_USAGE}\n\ngpuprofile run: error: {exc}", file=sys.stderr)
+        return 2
+    if not os.path.isfile(script):
+        print(f"gpuprofile run: error: no such script: {script}", file=sys.stderr)
+        return 2
+    from .profiling import profile
+
+    p = profile(memory=opts["memory"], regions=opts["regions"])
+    try:
+        p.start()
+    except _C.GpuProfileError as exc:
+        print(f"gpuprofile run: cannot trace: {exc}", file=sys.stderr)
+        return 1
+    code = _run_script(script, args)
+    try:
+        p.stop()
+    except KeyboardInterrupt:
+        code = code or 130
+    except _C.GpuProfileError as exc:
+        print(f"gpuprofile run: stopping the profile: {exc}", file=sys.stderr)
+        code = code or 1
+    if opts["summary"]:
+        print(p.summary(), file=sys.stderr)
+    try:
+        if opts["trace"]:
+            p.export_chrome_trace(opts["trace"], details=opts["details"])
+            print(f"gpuprofile run: trace written to {opts['trace']}", file=sys.stderr)
+        if opts["json"]:
+            with open(opts["json"], "w") as f:
+                json.dump(p.to_dict(), f, indent=1)
+    except OSError as exc:
+        print(f"gpuprofile run: {exc}", file=sys.stderr)
+        code = code or 1
+    return code
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["run"]:
+        if argv[1:2] in (["-h"], ["--help"]):
+            print(RUN_USAGE)
+            return 0
+        return run(argv[1:])
     parser = argparse.ArgumentParser(prog="gpuprofile", description="GPU measurements from Python.")
     sub = parser.add_subparsers(dest="command", required=True)
     info_p = sub.add_parser("info", help="devices and what gpuprofile can do on this machine")
     info_p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    sub.add_parser("run", help="run a script under gpuprofile.profile() (see `run --help`)",
+                   add_help=False)
     args = parser.parse_args(argv)
     if args.command == "info":
         info = collect_info()

@@ -202,7 +202,7 @@ def test_bad_arguments(kwargs, exc, match):
 def test_bad_positional_arguments():
     with pytest.raises(TypeError, match="missing required argument 'name'"):
         gp.region()
-    with pytest.raises(TypeError, match="at most 3"):
+    with pytest.raises(TypeError, match="at most 3 positional"):
         gp.region("a", None, True, 4)
     with pytest.raises(TypeError, match="multiple values"):
         gp.region("a", name="b")

@@ -1,0 +1,254 @@
+"""Cost of CUPTI tracing, measured on the GPU (needs a device; torch optional).
+
+1. Host cost per kernel launch: back-to-back launches of an empty <<<1, 32>>> kernel from a C loop
+   (gpuprofile._C._launch_empty), with tracing off, under a bare CUPTI client (CONCURRENT_KERNEL
+   enabled through ctypes, buffers freed unread: CUPTI's own cost), under gpuprofile.profile()
+   in several configurations, and under torch.profiler (CUDA activity) on the same loop. Every
+   configuration runs in its own process (one CUPTI client per process; no residue from an
+   earlier one); the figure is the median over repeats of launch time / launches.
+2. Region enter+exit cost with and without tracing (tracing pushes an external correlation id).
+3. 1,000,000 tiny kernels traced: records received, dropped records, and the time to stop
+   (flush + hand-over), build the arrays, and export the Chrome trace (plain and gzip).
+
+Prints a table last and writes JSON (--output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+MODES = {
+    "off": "no tracing",
+    "bare-cupti": "bare CUPTI client, CONCURRENT_KERNEL",
+    "kernels": "profile(kernels only, regions=False)",
+    "kernels+regions": "profile(kernels, regions=True) in a region",
+    "default": "profile() (all kinds) in a region",
+    "torch.profiler": "torch.profiler(CUDA) on the same loop",
+}
+
+
+# ---- children: one configuration per process ---------------------------------------------------
+
+def _bare_cupti():
+    """A minimal CUPTI client through ctypes: what any tracer pays inside CUPTI."""
+    import ctypes
+
+    from gpuprofile import _C
+
+    lib = ctypes.CDLL(_C._cupti_info()["path"])
+    libc = ctypes.CDLL(None)
+    libc.aligned_alloc.restype = ctypes.c_void_p
+    libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    size = 8 << 20
+    req_t = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
+                             ctypes.POINTER(ctypes.c_size_t))
+    done_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
+                              ctypes.c_size_t, ctypes.c_size_t)
+
+    def requested(buf, sz, max_records):
+        buf[0] = libc.aligned_alloc(8, size)
+        sz[0] = size
+        max_records[0] = 0
+
+    def completed(ctx, stream, buf, sz, valid):
+        libc.free(buf)
+
+    callbacks = (req_t(requested), done_t(completed))
+    assert lib.cuptiActivityRegisterCallbacks(*callbacks) == 0
+    assert lib.cuptiActivityEnable(10) == 0  # CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+    return lambda: lib.cuptiActivityFlushAll(1), callbacks
+
+
+def child_launch(mode: str, n: int, repeats: int) -> dict:
+    import contextlib
+
+    import gpuprofile as gp
+    from gpuprofile import _C
+
+    _C._launch_empty(1000)
+    _C._device_synchronize()
+    ctx = contextlib.ExitStack()
+    keep = None
+    if mode == "bare-cupti":
+        flush, keep = _bare_cupti()
+        ctx.callback(flush)
+    elif mode == "kernels":
+        ctx.enter_context(gp.profile(memcpy=False, memset=False, memory=False, regions=False))
+    elif mode == "kernels+regions":
+        ctx.enter_context(gp.profile(memcpy=False, memset=False, memory=False, regions=True))
+        ctx.enter_context(gp.region("loop"))
+    elif mode == "default":
+        ctx.enter_context(gp.profile())
+        ctx.enter_context(gp.region("loop"))
+    elif mode == "torch.profiler":
+        import torch
+
+        torch.ones(1, device="cuda")
+        ctx.enter_context(torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]))
+    per_launch = []
+    with ctx:
+        _C._launch_empty(1000)  # warm-up under the tracer
+        _C._device_synchronize()
+        for _ in range(repeats):
+            per_launch.append(_C._launch_empty(n) / n)
+            _C._device_synchronize()
+    del keep
+    return {"mode": mode, "launches": n, "repeats": repeats, "ns_per_launch": per_launch,
+            "median_ns": statistics.median(per_launch)}
+
+
+def child_regions(n: int, repeats: int) -> dict:
+    import gpuprofile as gp
+
+    def loop():
+        region = gp.region("r", nvtx=False)
+        best = float("inf")
+        for _ in range(repeats):
+            t = time.perf_counter_ns()
+            for _ in range(n):
+                with region:
+                    pass
+            best = min(best, (time.perf_counter_ns() - t) / n)
+            gp.reset()
+        return best
+
+    off = loop()
+    with gp.profile(memcpy=False, memset=False, memory=False, regions=True):
+        on = loop()
+    return {"regions": n, "best_ns_off": off, "best_ns_tracing": on}
+
+
+def child_big(n: int, regions: bool) -> dict:
+    import gpuprofile as gp
+    from gpuprofile import _C
+
+    out = {"kernels_launched": n, "regions": regions}
+    with tempfile.TemporaryDirectory() as tmp:
+        p = gp.profile(memcpy=False, memset=False, memory=False, regions=regions).start()
+        if regions:
+            with gp.region("loop"):
+                out["launch_s"] = _C._launch_empty(n) / 1e9
+        else:
+            out["launch_s"] = _C._launch_empty(n) / 1e9
+        _C._device_synchronize()  # the GPU's share is not the flush's
+        t = time.perf_counter()
+        p.stop()
+        out["stop_flush_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        k = p.kernels
+        out["build_arrays_s"] = time.perf_counter() - t
+        out["kernels_received"] = int((k["name"] == "gp_empty_kernel()").sum())
+        out["attributed"] = int((k["region"] == "loop").sum())
+        out["dropped"] = p.dropped
+        for name in ("trace.json", "trace.json.gz"):
+            path = os.path.join(tmp, name)
+            t = time.perf_counter()
+            p.export_chrome_trace(path)
+            out[f"export_{name}_s"] = time.perf_counter() - t
+            out[f"{name}_MB"] = os.path.getsize(path) / 1e6
+    out["flush_and_export_s"] = out["stop_flush_s"] + out["build_arrays_s"] + out["export_trace.json_s"]
+    return out
+
+
+# ---- parent ------------------------------------------------------------------------------------
+
+def _child(args: list, timeout: int = 240) -> dict:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", *args]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": [f"timed out after {timeout} s"]}
+    if proc.returncode != 0:
+        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _torch_available() -> bool:
+    proc = subprocess.run([sys.executable, "-c", "import torch; assert torch.cuda.is_available()"],
+                          capture_output=True)
+    return proc.returncode == 0
+
+
+def _table(headers, rows) -> str:
+    from gpuprofile._format import text_table
+
+    return text_table(headers, rows)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--launches", type=int, default=100_000, help="launches per repeat")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--big", type=int, default=1_000_000, help="kernels in the large trace")
+    ap.add_argument("--output", default="bench_tracing.json")
+    ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        kind, *rest = args.child
+        if kind == "launch":
+            result = child_launch(rest[0], int(rest[1]), int(rest[2]))
+        elif kind == "regions":
+            result = child_regions(int(rest[0]), int(rest[1]))
+        else:
+            result = child_big(int(rest[0]), rest[1] == "1")
+        print(json.dumps(result), flush=True)
+        # skip interpreter teardown: CUPTI's exit-time flush must not call back into a finalized
+        # interpreter (the bare client's callbacks are Python)
+        os._exit(0)
+
+    import gpuprofile as gp
+
+    if gp.device_count() == 0:
+        print("bench_tracing.py needs a CUDA device", file=sys.stderr)
+        return 1
+    results = {"device": gp.device_info(0).name, "cupti": gp._C._cupti_info(),
+               "launch": {}, "regions": None, "big": []}
+    modes = [m for m in MODES if m != "torch.profiler" or _torch_available()]
+    for mode in modes:
+        reps = min(args.repeats, 3) if mode == "torch.profiler" else args.repeats
+        results["launch"][mode] = _child(["launch", mode, str(args.launches), str(reps)])
+    results["regions"] = _child(["regions", "100000", "5"])
+    for regions in (False, True):
+        results["big"].append(_child(["big", str(args.big), "1" if regions else "0"]))
+    with open(args.output, "w") as f:
+        json.dump(results, f, indent=1)
+
+    off = results["launch"]["off"].get("median_ns", float("nan"))
+    bare = results["launch"].get("bare-cupti", {}).get("median_ns", float("nan"))
+    rows = []
+    for mode, r in results["launch"].items():
+        if "error" in r:
+            rows.append([mode, MODES[mode], "error", "-", "-"])
+            continue
+        rows.append([mode, MODES[mode], r["median_ns"] / 1e3, (r["median_ns"] - off) / 1e3,
+                     (r["median_ns"] - bare) / 1e3])
+    print(f"device: {results['device']}; {args.launches} launches x {args.repeats} repeats per mode")
+    print(_table(["mode", "what", "us/launch", "added vs off us", "added vs bare CUPTI us"], rows))
+    reg = results["regions"]
+    if "error" not in reg:
+        print(_table(["region enter+exit", "ns"], [["tracing off", reg["best_ns_off"]],
+                                                   ["tracing on (id push/pop)", reg["best_ns_tracing"]]]))
+    big_rows = []
+    for b in results["big"]:
+        if "error" in b:
+            big_rows.append(["error: " + " ".join(b["error"])] + ["-"] * 7)
+            continue
+        big_rows.append([f"regions={b['regions']}", b["kernels_received"], b["dropped"],
+                         b["stop_flush_s"], b["build_arrays_s"], b["export_trace.json_s"],
+                         b["export_trace.json.gz_s"], b["flush_and_export_s"]])
+    print(_table(["1M-kernel trace", "received", "dropped", "stop (flush) s", "arrays s",
+                  "export json s", "export gz s", "flush+export s"], big_rows))
+    print(f"results written to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+/* Private launchers for the probe kernels (kernels/probe.cu), for tests and benchmarks of
+ * tracing: _C._probe_launch, _probe_attributes, _probe_occupancy, _launch_empty. */
+#ifndef GP_PROBES_H
+#define GP_PROBES_H
+
+#include <Python.h>
+
+int gp_probes_init(PyObject *module);
+
+#endif
