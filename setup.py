@@ -104,6 +104,7 @@ extension = Extension(
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                         "-Wno-unused-parameter", "-fvisibility=hidden"],
     libraries=["dl", "pthread", "rt", "stdc++"],
+    define_macros=[("PY_SSIZE_T_CLEAN", None)],
     depends=glob("csrc/*.h") + glob("kernels/*.h"),
 )
 

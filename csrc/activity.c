@@ -249,6 +249,7 @@ buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, s
 #define N_KINDS 5
 static int refs[N_KINDS];
 static int registered; /* our buffer callbacks were registered: flushing means something */
+static int session;    /* kinds are in use: we hold a claim on the CUPTI subscriber */
 
 static const CUpti_ActivityKind kind_lists[N_KINDS][4] = {
     {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
@@ -301,8 +302,10 @@ begin_session(void)
         return -1;
     GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
     registered = 1;
+    session = 1;
     return 0;
 error:
+    gp_cupti_release();
     return -1;
 }
 
@@ -350,6 +353,10 @@ gp_activity_release(unsigned mask)
                 rc = -1;
             }
         }
+    }
+    if (session && !any_refs()) {
+        gp_cupti_release(); /* the session's claim on the subscriber, taken in begin_session */
+        session = 0;
     }
     return rc;
 }

@@ -242,11 +242,15 @@ likely_holder(void)
     return "another profiler in this process";
 }
 
+static int subscriber_users;
+
 int
 gp_cupti_subscribe(void)
 {
-    if (subscriber != NULL)
+    if (subscriber != NULL) {
+        subscriber_users++;
         return 0;
+    }
     if (gp_cupti_load() < 0)
         return -1;
     CUpti_SubscriberHandle h = NULL;
@@ -265,7 +269,17 @@ gp_cupti_subscribe(void)
         return -1;
     }
     subscriber = h;
+    subscriber_users = 1;
     return 0;
+}
+
+void
+gp_cupti_release(void)
+{
+    if (subscriber_users == 0 || --subscriber_users > 0)
+        return;
+    (void)gp_cupti.cuptiUnsubscribe(subscriber);
+    subscriber = NULL;
 }
 
 CUpti_SubscriberHandle

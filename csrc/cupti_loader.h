@@ -112,9 +112,12 @@ PyObject *gp_set_cupti_error(CUptiResult res, const char *call, const char *file
 
 /* CUPTI allows one callback subscriber per process; gpuprofile's is created here, once, and
  * shared by every gpuprofile feature through handlers. gp_cupti_subscribe() loads CUPTI if
- * needed and subscribes; if another tool holds CUPTI (torch.profiler/Kineto, proton, Nsight,
+ * needed and subscribes (once; later calls count users); if another tool holds CUPTI (torch.profiler/Kineto, proton, Nsight,
  * DCGM) it raises CuptiError naming the likely holder. 0 on success, -1 with an exception. */
 int gp_cupti_subscribe(void);
+/* Each successful gp_cupti_subscribe() is paired with one gp_cupti_release(); the last release
+ * unsubscribes, so another tool (torch.profiler) can use CUPTI later in the process. */
+void gp_cupti_release(void);
 CUpti_SubscriberHandle gp_cupti_subscriber(void);
 
 /* Called by the dispatcher on CUPTI's calling thread, without the GIL: must not touch Python. */

@@ -149,8 +149,10 @@ log_start(PyObject *module, PyObject *unused)
     if (gp_cupti_subscribe() < 0)
         return NULL;
     if (!handler_added) {
-        if (gp_cupti_add_handler(handler, NULL) < 0)
+        if (gp_cupti_add_handler(handler, NULL) < 0) {
+            gp_cupti_release();
             return NULL;
+        }
         handler_added = 1;
     }
     CUpti_SubscriberHandle sub = gp_cupti_subscriber();
@@ -169,6 +171,7 @@ log_start(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 error:
     (void)restore_callbacks(k);
+    gp_cupti_release();
     return NULL;
 }
 
@@ -204,7 +207,9 @@ log_stop(PyObject *module, PyObject *unused)
     if (!__atomic_exchange_n(&on, 0, __ATOMIC_ACQ_REL))
         Py_RETURN_NONE;
     clear_log();
-    if (restore_callbacks(N_CALLBACKS) < 0) {
+    int rc = restore_callbacks(N_CALLBACKS);
+    gp_cupti_release();
+    if (rc < 0) {
         PyErr_SetString(gp_CuptiError, "could not disable the launch callbacks (cuptiEnableCallback)");
         return NULL;
     }

@@ -77,9 +77,11 @@ setup(gp_workload *self, long long bytes, int blocks, int threads, int iteration
             return -1;
         self->ffma = (gp_ffma_params){self->a, 0.999f, 0.001f, iterations, blocks, threads};
         unsigned long long ffma = nthreads * GP_FFMA_CHAINS * (unsigned long long)iterations;
-        self->info = Py_BuildValue("{s:s,s:i,s:i,s:i,s:K,s:K}", "kind", "ffma", "blocks", blocks,
-                                   "threads", threads, "iterations", iterations, "ffma", ffma,
-                                   "flops", 2 * ffma);
+        /* The chains are summed at the end: CHAINS - 1 FADDs per thread. */
+        unsigned long long fadd = nthreads * (GP_FFMA_CHAINS - 1);
+        self->info = Py_BuildValue("{s:s,s:i,s:i,s:i,s:K,s:K,s:K}", "kind", "ffma", "blocks",
+                                   blocks, "threads", threads, "iterations", iterations, "ffma",
+                                   ffma, "fadd", fadd, "flops", 2 * ffma + fadd);
         break;
     }
     case W_MMA: {

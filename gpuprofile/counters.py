@@ -235,6 +235,9 @@ def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels) -> 
         runs, kernel_names = _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on)
         calls += runs
         dropped = rp.decode()
+        if per == "kernel" and kernel_names and len(kernel_names) > capacity:
+            # CUPTI may drop auto ranges beyond its capacity without counting them
+            dropped = max(dropped, len(kernel_names) - capacity)
         if dropped:
             raise ValueError(f"fn launched more kernels than the {capacity} profiled per pass "
                              f"({dropped} not profiled): pass max_kernels=")

@@ -110,7 +110,7 @@ def test_mma_instruction_count_and_tensor_pipe(mma):
 def test_roofline_flops_of_the_ffma_kernel(ffma):
     r = gp.metrics(ffma.launch, metrics="roofline")
     f = r.flops(0)
-    assert f["fp32"] == 2 * ffma.info["ffma"]
+    assert f["fp32"] == 2 * ffma.info["ffma"] + ffma.info["fadd"]
     assert f["tensor"] == 0
     c = gp.ceilings()
     point = r.roofline(c, kernel=0)

@@ -56,10 +56,14 @@ def test_region_on_second_stream_times_that_stream():
 def test_stream_objects_and_handles_agree():
     s = _torch_stream()
     gp.kernels.spin(1000, stream=s)  # a stream's first launch is slower: keep it out of the test
-    for stream in (s, s.cuda_stream):
-        with gp.region("h", stream=stream):
-            gp.kernels.spin(1_000_000, stream=s)
-    assert np.allclose(gp.stats("h").samples_ms, 1.0, rtol=0.01)
+    for _ in range(3):
+        for stream in (s, s.cuda_stream):
+            with gp.region("h", stream=stream):
+                gp.kernels.spin(1_000_000, stream=s)
+    st = gp.stats("h")
+    # the region also counts the host's launch latency after the start event (a few µs)
+    assert st.median_ms == pytest.approx(1.0, rel=0.01), st.samples_ms
+    assert np.all(np.abs(st.samples_ms - 1.0) < 0.03), st.samples_ms
 
 
 def test_nested_gpu_times_are_ordered():
