@@ -93,6 +93,8 @@ class BenchmarkResult:
     ridge_point: float | None = None
     bound: str | None = None
     tainted_batches: int = 0
+    clock_note: str | None = None  # why CUPTI timing was not used (clock 'auto')
+    event_median_ms: float | None = None  # CUDA-event median of the same iterations (clock 'cupti')
     graph_nodes: int | None = None
     inner: int = 1
     version: str = ""
@@ -142,10 +144,13 @@ class BenchmarkResult:
     def _how(self) -> str:
         if self.clock == "host":
             return "host clock"
-        parts = [f"gpu clock, {self.mode}"]
+        timer = "CUPTI kernel records" if self.clock == "cupti" else "CUDA events"
+        parts = [f"{timer}, {self.mode}"]
         parts.append("L2 flushed" if self.flush_l2 else "L2 warm")
         if not self.gated:
             parts.append("no gate: host launch latency may be included")
+        if self.clock_note:
+            parts.append(self.clock_note)
         return ", ".join(parts)
 
     def _rows(self) -> list:
@@ -158,6 +163,7 @@ class BenchmarkResult:
             ["p10 / p90 / IQR", f"{fmt_time(self.p10_ms)} / {fmt_time(self.p90_ms)} / {fmt_time(self.iqr_ms)}"],
             ["iterations", f"{self.iterations} in {fmt(self.wall_s, 3)} s ({self._stop_text()})"],
             ["measured with", self._how()],
+            *([["events would read", fmt_time(self.event_median_ms)]] if self.event_median_ms else []),
             ["host time per iteration", fmt_time(self.host_ms_per_iter)],
         ]
         if self.device:

@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 _MODES = ("cold", "hot", "graph")
-_CLOCKS = ("auto", "gpu", "host")
+_CLOCKS = ("auto", "cupti", "gpu", "host")
 _PEAKS = ("fp32", "fp16_tensor")
 
 _GATE_TIMED_OUT = 2  # GP_GATE_TIMED_OUT in kernels/bench_kernels.h
@@ -360,7 +360,8 @@ def _device_info(index: int):
 
 
 def _build_result(opts: Options, got: Collected, *, clock, inner, gated, flush_bytes, warmup_s,
-                  first_call_ms, info, clocks, graph_nodes, name) -> Any:
+                  first_call_ms, info, clocks, graph_nodes, name, clock_note=None,
+                  event_median_ms=None) -> Any:
     from . import __version__
     from ._bench_result import BenchmarkResult, throttle_reason_names
     from ._stats import median_ci, summary
@@ -378,7 +379,8 @@ def _build_result(opts: Options, got: Collected, *, clock, inner, gated, flush_b
         name=name, samples=got.samples, median_ms=s["median"], mean_ms=s["mean"], stdev_ms=s["stdev"],
         min_ms=s["min"], max_ms=s["max"], p10_ms=s["p10"], p90_ms=s["p90"], iqr_ms=s["iqr"],
         ci_low_ms=low, ci_high_ms=high, rel_noise=got.rel_noise, iterations=iterations,
-        mode=opts.mode, clock=clock, flush_l2=opts.flush_l2 and clock == "gpu", l2_flush_bytes=flush_bytes,
+        mode=opts.mode, clock=clock, flush_l2=opts.flush_l2 and clock != "host", l2_flush_bytes=flush_bytes,
+        clock_note=clock_note, event_median_ms=event_median_ms,
         gated=gated, host_ms_per_iter=got.host_s * 1e3 / iterations if iterations else math.nan,
         wall_s=got.wall_s, warmup_s=warmup_s, first_call_ms=first_call_ms,
         converged=got.rel_noise <= opts.max_noise, stop_reason=got.stop_reason, max_noise=opts.max_noise,
@@ -435,7 +437,7 @@ def _use_gpu(opts: Options) -> bool:
         return False
     if device_count() > 0:
         return True
-    if opts.clock == "gpu" or opts.stream is not None or opts.mode == "graph":
+    if opts.clock in ("cupti", "gpu") or opts.stream is not None or opts.mode == "graph":
         reason = _C._cuda_status()["reason"] or "no device"
         raise _C.NoDeviceError(f"gpuprofile.benchmark: the GPU clock needs a CUDA device ({reason}); "
                                "clock='host' times host callables")
@@ -489,20 +491,42 @@ def _run_host(fn, args, kwargs, opts, setup, name):
                          graph_nodes=None, name=name)
 
 
+def _cupti_source(source, opts: Options):
+    """(source, timer, note): `source` timed by CUPTI records where opts.clock allows and CUPTI
+    can be used; otherwise the event-timed source and a note saying why."""
+    from . import _bench_cupti
+
+    if opts.clock not in ("auto", "cupti"):
+        return source, None, None
+    timer, note = _bench_cupti.open_timer(opts.clock)
+    if timer is None:
+        return source, None, note
+    why = timer.learn(source)
+    if why is None:
+        return _bench_cupti.CuptiSource(source, timer), timer, None
+    timer.close()
+    if opts.clock == "cupti":
+        raise ValueError(f"clock='cupti' cannot time fn: {why}; use clock='gpu' (CUDA events)")
+    return source, None, f"CUPTI timing not used ({why}); CUDA events used"
+
+
 def _run_gpu(fn, args, kwargs, opts, setup, name):
     from . import _C
 
     runner = _C.BenchRunner(fn, args, kwargs or None, opts.mode, opts.stream, opts.flush_l2, setup)
-    phase = "the first call"
+    phase, timer = "the first call", None
     try:
         first_call_s = runner.first_call() / 1e9
         nodes = None
         if opts.mode == "graph":
             phase = "graph capture"
             nodes = runner.capture()
-        source = GpuSource(runner, opts.mode)
+        phase = "setting up CUPTI timing"
+        source, timer, clock_note = _cupti_source(GpuSource(runner, opts.mode), opts)
         phase = "the warm-up"
         warmup_s, per_iter = warm_up(source, opts.warmup, first_call_s, opts.warmup_iters)
+        if timer is not None:
+            source.event_samples.clear()
         start = _C._bench_sm_clock(runner.device, opts.stream)
         phase = "the measurement"
         got = collect(source, opts, per_iter)
@@ -516,11 +540,19 @@ def _run_gpu(fn, args, kwargs, opts, setup, name):
         raise
     finally:
         runner.close()
+        if timer is not None:
+            timer.close()
     got.tainted = source.tainted  # gate timeouts in the warm-up too: the result reports them all
-    return _build_result(opts, got, clock="gpu", inner=1, gated=source.gated,
-                         flush_bytes=runner.flush_bytes, warmup_s=warmup_s,
+    event_median = None
+    if timer is not None and source.event_samples:
+        import numpy as np
+
+        event_median = float(np.median(np.concatenate(source.event_samples)))
+    return _build_result(opts, got, clock="cupti" if timer is not None else "gpu", inner=1,
+                         gated=source.gated, flush_bytes=runner.flush_bytes, warmup_s=warmup_s,
                          first_call_ms=first_call_s * 1e3, info=_device_info(runner.device),
-                         clocks=(start, end), graph_nodes=nodes, name=name)
+                         clocks=(start, end), graph_nodes=nodes, name=name, clock_note=clock_note,
+                         event_median_ms=event_median)
 
 
 def benchmark(fn, *args, warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005, min_iters=10,
@@ -544,7 +576,12 @@ def benchmark(fn, *args, warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005
     events are recorded there. Anything with __cuda_stream__ or .cuda_stream, or an int handle.
     flops, bytes: work per call, for TFLOP/s, GB/s, % of peak and a memory/compute-bound verdict.
     peak: which compute peak the % refers to: 'fp16_tensor' (default where known), 'fp32', or a
-    number of TFLOP/s. clock: 'auto' (GPU when a device exists), 'gpu', or 'host' for CPU code.
+    number of TFLOP/s. clock: 'auto' (with a device: CUPTI records where CUPTI is usable, else CUDA
+    events; without one: the host clock), 'cupti' (each iteration's time from the first start to
+    the last end of the kernels, copies and sets fn enqueued, as CUPTI recorded them: no event
+    overhead), 'gpu' (a pair of CUDA events around each iteration; they add the GPU's launch
+    processing, about 2.7 µs on an H200), or 'host' for CPU code. result.clock says which was
+    used, result.clock_note why CUPTI was not, result.event_median_ms what events measured.
     Times (warmup, min_time, max_time) are seconds. Every other keyword goes to fn.
     """
     opts = make_options(warmup=warmup, min_time=min_time, max_time=max_time, max_noise=max_noise,

@@ -42,8 +42,23 @@ def test_spin_median_matches_ground_truth(ns, spin_truth_us):
     assert abs(r.median_us - truth) <= tolerance, (
         f"spin {ns} ns: median {r.median_us:.3f} us vs truth {truth:.3f} us (tolerance {tolerance:.3f})\n{r!r}"
     )
-    assert r.clock == "gpu" and r.mode == "cold" and r.flush_l2 and r.gated
+    assert r.clock == "cupti" and r.clock_note is None, repr(r)
+    assert r.mode == "cold" and r.flush_l2 and r.gated
     assert r.converged, repr(r)
+    # events around the same iterations add the GPU's launch processing
+    assert r.event_median_ms > r.median_ms
+
+
+def test_event_clock_still_available():
+    r = gp.benchmark(kernels.spin, 50_000, clock="gpu", max_time=1)
+    assert r.clock == "gpu" and r.event_median_ms is None and 0.050 < r.median_ms < 0.060
+
+
+def test_cupti_clock_refuses_fn_without_gpu_work():
+    with pytest.raises(ValueError, match="no kernels"):
+        gp.benchmark(lambda: None, clock="cupti", max_time=0.5)
+    r = gp.benchmark(lambda: None, max_time=0.5)
+    assert r.clock == "gpu" and "no kernels" in r.clock_note
 
 
 def test_noise_target_for_50us_within_a_second():

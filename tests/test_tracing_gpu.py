@@ -51,7 +51,10 @@ def test_probe_kernel_records_match_the_launch_and_region():
         (64, 2, 1), (128, 1, 1), (32, 1, 1)]
     assert k["dynamic_smem"].tolist() == [1024, 0, 0]
     assert (k["static_smem"] == 4096).all()
-    assert (k["registers_per_thread"] == attrs["registers_per_thread"]).all()
+    # CUPTI reports the registers allocated per thread: the compiler's count rounded up to the
+    # allocation unit (8 per thread: 256 per warp)
+    allocated = -(-attrs["registers_per_thread"] // 8) * 8
+    assert set(k["registers_per_thread"].tolist()) <= {attrs["registers_per_thread"], allocated}
     # CUPTI reports the local memory reserved per thread, which may include the stack
     assert (k["local_mem_per_thread"] >= attrs["local_mem_per_thread"]).all()
     assert k["region"].tolist() == ["probe", "outer", ""]
