@@ -13,22 +13,24 @@ import sys
 
 import numpy as np
 
+from gpuprofile import _C, kernels
 from gpuprofile import _attention_ref as ref
-from gpuprofile import kernels
 
-CASES = [("naive", "float32", 64), ("naive", "float32", 80), ("naive", "float16", 64),
-         ("naive", "bfloat16", 128), ("naive", "bfloat16", 32), ("flash", "float32", 64),
-         ("flash", "bfloat16", 128), ("flash_tc", "float16", 64), ("flash_tc", "bfloat16", 64),
-         ("flash_tc", "float16", 128), ("flash_tc", "bfloat16", 128)]
+CASES = [("naive", "float32", 64, 0), ("naive", "float32", 80, 0), ("naive", "float16", 64, 0),
+         ("naive", "bfloat16", 128, 0), ("naive", "bfloat16", 32, 0), ("flash", "float32", 64, 0),
+         ("flash", "bfloat16", 128, 0), ("flash_tc", "float16", 64, 0),
+         ("flash_tc", "bfloat16", 64, 0), ("flash_tc", "float16", 128, 0),
+         ("flash_tc", "bfloat16", 128, 0), ("flash_tc", "bfloat16", 64, 1),
+         ("flash_tc", "float16", 128, 1)]
 SEQS = (1, 17, 200)
 
 
-def one(impl, dtype, head_dim, seq, causal, rng):
+def one(impl, dtype, head_dim, variant, seq, causal, rng):
     q, k, v = (ref.round_to(rng.standard_normal((1, 2, seq, head_dim), dtype=np.float32), dtype)
                for _ in range(3))
     out = kernels.to_device(np.full(q.shape, np.nan, dtype=np.float32), dtype)
-    kernels.attention(*(kernels.to_device(x, dtype) for x in (q, k, v)), impl=impl, causal=causal,
-                      out=out)
+    _C._attention(*(kernels.to_device(x, dtype) for x in (q, k, v)), out, impl=impl, causal=causal,
+                  variant=variant)
     got = out.numpy()
     want = ref.reference(q, k, v, causal)
     err = ref.max_error(got, want) if np.isfinite(got).all() else float("inf")
@@ -38,11 +40,12 @@ def one(impl, dtype, head_dim, seq, causal, rng):
 def main():
     rng = np.random.default_rng()
     failures = 0
-    for (impl, dtype, head_dim), seq, causal in itertools.product(CASES, SEQS, (False, True)):
-        err, tol = one(impl, dtype, head_dim, seq, causal, rng)
+    for (impl, dtype, head_dim, variant), seq, causal in itertools.product(CASES, SEQS,
+                                                                            (False, True)):
+        err, tol = one(impl, dtype, head_dim, variant, seq, causal, rng)
         if not err <= tol:
             failures += 1
-            print(f"FAIL {impl} {dtype} head_dim={head_dim} seq={seq} causal={causal}: "
+            print(f"FAIL {impl} {dtype} head_dim={head_dim} variant={variant} seq={seq} causal={causal}: "
                   f"error {err:.3g} > tolerance {tol:.3g}", flush=True)
     host = np.ones((1, 1, 5, 64), dtype=np.float32)  # the host path: staging copies around a launch
     if not np.allclose(kernels.attention(host, host, host, impl="naive"), 1.0):

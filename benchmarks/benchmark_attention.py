@@ -21,11 +21,11 @@ import time
 import numpy as np
 
 import gpuprofile as gp
+from gpuprofile import _C, kernels
 from gpuprofile import _attention_ref as ref
-from gpuprofile import kernels
 from gpuprofile._format import text_table
 
-OURS = ("naive", "flash", "flash_tc")
+OURS = ("naive", "flash", "flash_tc", "flash_tc_v1")  # flash_tc_v1: flash_tc with variant=1
 SDPA_BACKENDS = {"sdpa": "FLASH_ATTENTION", "sdpa_flash": "FLASH_ATTENTION",
                  "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",
                  "sdpa_math": "MATH"}
@@ -83,7 +83,8 @@ class Inputs:
 
 
 def call_ours(impl, inp, causal):
-    return lambda: kernels.attention(*inp.device, impl=impl, causal=causal, out=inp.out)
+    name, variant = ("flash_tc", 1) if impl == "flash_tc_v1" else (impl, 0)
+    return lambda: _C._attention(*inp.device, inp.out, impl=name, causal=causal, variant=variant)
 
 
 def call_sdpa(inp, causal):
@@ -125,6 +126,7 @@ def validate(impl, inp, causal):
 def peak_for(impl, dtype):
     """Which compute peak % of peak refers to: fp32 CUDA cores or fp16/bf16 tensor cores."""
     return "fp32" if dtype == "float32" or impl == "flash" else "fp16_tensor"
+
 
 
 def time_it(fn, name, flops, nbytes, peak, max_time):

@@ -443,14 +443,18 @@ parse_arrays(attn_call *c, PyObject *const objs[4])
 static PyObject *
 attention(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"q", "k", "v", "out", "impl", "causal", "scale", "stream", NULL};
+    static char *kwlist[] = {"q", "k", "v", "out", "impl", "causal", "scale", "stream", "variant",
+                             NULL};
     PyObject *objs[4] = {NULL, NULL, NULL, Py_None}, *scale_obj = Py_None, *stream_obj = Py_None;
     const char *impl_name = "flash";
-    int causal = 0, requested;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOO:attention", kwlist, &objs[0],
+    int causal = 0, variant = 0, requested;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOOi:attention", kwlist, &objs[0],
                                      &objs[1], &objs[2], &objs[3], &impl_name, &causal,
-                                     &scale_obj, &stream_obj))
+                                     &scale_obj, &stream_obj, &variant))
         return NULL;
+    if (variant < 0 || variant > GP_ATTN_MAX_VARIANT)
+        return PyErr_Format(PyExc_ValueError, "attention: variant must be in [0, %d], got %d",
+                            GP_ATTN_MAX_VARIANT, variant);
     attn_call c;
     memset(&c, 0, sizeof c);
     float scale;
@@ -460,6 +464,7 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);
+    c.p.variant = variant;
     if (choose_impl(requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
         goto done;
     if (c.a[0].on_device)
@@ -510,8 +515,10 @@ error:
 
 static PyMethodDef attention_methods[] = {
     {"_attention", (PyCFunction)(void (*)(void))attention, METH_VARARGS | METH_KEYWORDS,
-     "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None)\n--\n\n"
-     "See gpuprofile.kernels.attention."},
+     "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None, "
+     "variant=0)\n--\n\n"
+     "See gpuprofile.kernels.attention. `variant` selects alternative flash_tc tile "
+     "configurations for tuning (kernels/NOTES.md); 0 is the default."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks."},
     {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,

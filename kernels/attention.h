@@ -37,7 +37,10 @@ typedef struct {
     float scale; /* > 0: scores are scale * q·k */
     int causal;  /* key j is visible to query i when j <= i */
     gp_attn_dtype dtype;
+    int variant; /* flash_tc tiles: 0 the default, 1..GP_ATTN_MAX_VARIANT alternatives for tuning */
 } gp_attn_params;
+
+#define GP_ATTN_MAX_VARIANT 1
 
 /* Nonzero when every row of every tensor starts on a 16-byte boundary (cp.async, vector I/O). */
 static inline int

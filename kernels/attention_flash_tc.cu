@@ -13,9 +13,17 @@
 //       the diagonal are never loaded, a warp skips tiles wholly above its rows, and only tiles
 //       that cross the diagonal or the end of the sequence are masked. Ragged sequences: rows
 //       past the end are zero-filled by cp.async and their scores set to -inf.
-//       Configurations (kernels/NOTES.md has the register and shared-memory budget):
-//         head_dim 64:  MT=2 (BM=128), BN=64, 3 stages  -> 64 KB shared memory per block
-//         head_dim 128: MT=1 (BM=64),  BN=64, 2 stages  -> 80 KB shared memory per block
+//       head_dim 64: MT=2 (BM=128), BN=64, 3 stages; head_dim 128: MT=1, BN=64, 2 stages.
+//       230 / 248 registers, 2 blocks (8 warps) per SM.
+//   v2  Fewer registers: the tile loader keeps one advancing source pointer per thread instead
+//       of one per chunk (head_dim 128: 230 -> 202). At head_dim 128 the Q tile lives in the last
+//       K buffer, which first fills after every warp holds its Q fragments, so a block needs
+//       64 KB of shared memory; capped at 168 registers (no spills), 3 blocks (12 warps) fit an
+//       SM. head_dim 64 stays at 2 blocks: 168 registers would spill its 32-row warps.
+//   Variant 1 (variant=1, for tuning on the device; kernels/NOTES.md): Q re-read from shared
+//       memory every tile instead of held in registers. At head_dim 128 this allows 32 rows per
+//       warp (MT=2) with 32-key tiles, FlashAttention-2's shape: twice the FLOPs per byte read
+//       from shared memory, at 248 registers and 2 blocks per SM.
 #include "attention_tc.cuh"
 
 namespace gp_attn {
@@ -23,12 +31,20 @@ namespace {
 
 using namespace tc;
 
-template <int D> struct FlashTcConfig;
-template <> struct FlashTcConfig<64> {
-    static constexpr int MT = 2, BN = 64, STAGES = 3;
-};
-template <> struct FlashTcConfig<128> {
-    static constexpr int MT = 1, BN = 64, STAGES = 2;
+// Tile configurations: 16·MT query rows per warp, BN-key tiles, STAGES buffers, Q in registers
+// (or re-read from shared memory every tile), MIN_BLOCKS blocks per SM to fit registers for.
+// Q_ALIAS: the Q tile lives in the last K buffer, which is first filled after every warp has
+// loaded its Q fragments (and later stages O); it saves BM·D elements of shared memory.
+template <int MT_, int BN_, int STAGES_, bool Q_REGS_, bool Q_ALIAS_, int MIN_BLOCKS_>
+struct TcConfig {
+    static constexpr int MT = MT_, BN = BN_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
+    static constexpr int BM = kWarps * 16 * MT;
+    static constexpr bool Q_REGS = Q_REGS_, Q_ALIAS = Q_ALIAS_;
+    static_assert(!Q_ALIAS || (Q_REGS && BM <= BN), "an aliased Q must fit one K buffer");
+    template <typename T, int D> static constexpr size_t smem_bytes()
+    {
+        return (size_t)((Q_ALIAS ? 0 : BM) + 2 * STAGES * BN) * D * sizeof(T);
+    }
 };
 
 __device__ __forceinline__ float ex2(float x)
@@ -96,14 +112,16 @@ __device__ __forceinline__ void online_softmax(float s[MT][NT][4], float m[MT][2
         }
 }
 
-template <typename T, int D, int MT, int BN, int STAGES>
-__global__ void __launch_bounds__(kThreads, 2) flash_tc_kernel(const gp_attn_params p)
+template <typename T, int D, typename C>
+__global__ void __launch_bounds__(kThreads, C::MIN_BLOCKS) flash_tc_kernel(const gp_attn_params p)
 {
-    constexpr int BM = kWarps * 16 * MT, NT = BN / 8, DT = D / 8;
+    constexpr int MT = C::MT, BN = C::BN, STAGES = C::STAGES, BM = C::BM;
+    constexpr int NT = BN / 8, DT = D / 8;
+    constexpr bool Q_REGS = C::Q_REGS;
     extern __shared__ uint4 smem_raw[];
-    T *sq = reinterpret_cast<T *>(smem_raw);
-    T *sk = sq + BM * D;
+    T *sk = reinterpret_cast<T *>(smem_raw);
     T *sv = sk + STAGES * BN * D;
+    T *sq = C::Q_ALIAS ? sk + (STAGES - 1) * BN * D : sv + STAGES * BN * D;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int b = blockIdx.z, h = blockIdx.y, n = p.seq;
@@ -130,8 +148,9 @@ __global__ void __launch_bounds__(kThreads, 2) flash_tc_kernel(const gp_attn_par
     __syncthreads();
 
     const int warp_row = warp * 16 * MT; // first row of this warp within the tile
-    uint32_t qf[MT][D / 16][4];
-    load_q_frags<T, D, MT>(qf, sq, warp_row, lane);
+    uint32_t qf[Q_REGS ? MT : 1][Q_REGS ? D / 16 : 1][4];
+    if constexpr (Q_REGS)
+        load_q_frags<T, D, MT>(qf, sq, warp_row, lane);
 
     float acc[MT][DT][4];
     float m[MT][2], l[MT][2];
@@ -164,7 +183,10 @@ __global__ void __launch_bounds__(kThreads, 2) flash_tc_kernel(const gp_attn_par
         if (p.causal && col0 > row_hi)
             continue; // every key of this tile comes after every row of this warp
         float s[MT][NT][4];
-        qk_tile<T, D, MT, BN>(s, qf, sk + (j % STAGES) * BN * D, lane);
+        if constexpr (Q_REGS)
+            qk_tile<T, D, MT, BN>(s, qf, sk + (j % STAGES) * BN * D, lane);
+        else
+            qk_tile_q_smem<T, D, MT, BN>(s, sq, warp_row, sk + (j % STAGES) * BN * D, lane);
         if (col0 + BN > n || (p.causal && col0 + BN - 1 > row_lo))
             mask_scores<MT, NT>(s, row_lo + (lane >> 2), col0 + 2 * (lane & 3), n, p.causal);
         online_softmax<MT, NT, DT>(s, m, l, acc, sl2);
@@ -173,6 +195,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_tc_kernel(const gp_attn_par
             sv + (j % STAGES) * BN * D, lane);
     }
     cp_async_wait<0>();
+    if (C::Q_ALIAS)
+        __syncthreads(); // the stage is a K buffer that other warps may still be reading
 
     float inv[MT][2];
 #pragma unroll
@@ -187,18 +211,20 @@ __global__ void __launch_bounds__(kThreads, 2) flash_tc_kernel(const gp_attn_par
     store_o<T, D, MT>(acc, inv, sq, warp_row, o, m0, n, lane);
 }
 
-template <typename T, int D> cudaError_t launch(const gp_attn_params &p, cudaStream_t stream)
+template <typename T, int D, typename C>
+cudaError_t launch(const gp_attn_params &p, cudaStream_t stream)
 {
-    using C = FlashTcConfig<D>;
-    constexpr int BM = kWarps * 16 * C::MT;
-    const size_t smem = (size_t)(BM + 2 * C::STAGES * C::BN) * D * sizeof(T);
-    return launch_with_smem(flash_tc_kernel<T, D, C::MT, C::BN, C::STAGES>, grid_for(p, BM),
-                            dim3(kThreads), smem, stream, p);
+    return launch_with_smem(flash_tc_kernel<T, D, C>, grid_for(p, C::BM), dim3(kThreads),
+                            C::template smem_bytes<T, D>(), stream, p);
 }
 
 template <typename T> cudaError_t launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
-    return p.head_dim == 64 ? launch<T, 64>(p, stream) : launch<T, 128>(p, stream);
+    if (p.head_dim == 64)
+        return p.variant == 1 ? launch<T, 64, TcConfig<2, 64, 3, false, false, 2>>(p, stream)
+                              : launch<T, 64, TcConfig<2, 64, 3, true, false, 2>>(p, stream);
+    return p.variant == 1 ? launch<T, 128, TcConfig<2, 32, 2, false, false, 2>>(p, stream)
+                          : launch<T, 128, TcConfig<1, 64, 2, true, true, 3>>(p, stream);
 }
 
 } // namespace

@@ -106,21 +106,27 @@ template <int D> __device__ __forceinline__ int swz(int r, int c)
 }
 
 // ROWS rows of a (batch, head) slice, starting at row0, into a swizzled tile; rows at or past
-// `n` are zero-filled and never read. Every thread of the block takes part.
+// `n` are zero-filled and never read. Every thread of the block takes part: thread t copies
+// chunk t % C of rows t / C, t / C + kStep, ... (C chunks per row), so its source pointer only
+// advances by kStep rows and its destinations differ by constants (kStep is a multiple of 8, so
+// the swizzle of its rows is the same): few live registers across the main loop.
 template <typename T, int ROWS, int D>
 __device__ __forceinline__ void load_tile_async(T *tile, const Slice<const T> &g, int row0, int n,
                                                 int tid)
 {
     constexpr int kChunks = D / 8;
-    constexpr int kTotal = ROWS * kChunks;
-    static_assert(kTotal % kThreads == 0, "tile must split evenly over the block");
+    constexpr int kStep = kThreads / kChunks;
+    static_assert(kThreads % kChunks == 0 && ROWS % kStep == 0 && kStep % 8 == 0,
+                  "tile must split evenly over the block");
+    const int r0 = tid / kChunks, c = tid % kChunks;
+    const T *src = g.row(row0 + r0) + c * 8;
+    const int64_t step = (int64_t)kStep * g.row_stride;
+    const uint32_t dst = smem_u32(tile + swz<D>(r0, c));
 #pragma unroll
-    for (int i = 0; i < kTotal / kThreads; i++) {
-        const int idx = tid + i * kThreads;
-        const int r = idx / kChunks, c = idx % kChunks;
-        const bool valid = row0 + r < n;
-        const T *src = g.row(valid ? row0 + r : 0) + c * 8;
-        cp_async16(smem_u32(tile + swz<D>(r, c)), src, valid);
+    for (int i = 0; i < ROWS / kStep; i++) {
+        const bool valid = row0 + r0 + i * kStep < n;
+        cp_async16(dst + i * kStep * D * (int)sizeof(T), valid ? src : g.base, valid);
+        src += step;
     }
 }
 
@@ -166,6 +172,42 @@ __device__ __forceinline__ void qk_tile(float s[MT][BN / 8][4], const uint32_t q
                 Mma<T>::mma(s[mt][2 * np + 1], qf[mt][kk], kf[2], kf[3]);
             }
         }
+}
+
+// The same product with Q read from its shared-memory tile (rows row0..) one 16-wide slice of
+// head_dim at a time: for warps of 32 rows and head_dim 128, where Q in registers would leave
+// too few for S and O.
+template <typename T, int D, int MT, int BN>
+__device__ __forceinline__ void qk_tile_q_smem(float s[MT][BN / 8][4], const T *qtile, int row0,
+                                               const T *ktile, int lane)
+{
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                s[mt][nt][e] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        uint32_t qf[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+            ldmatrix_x4(qf[mt], smem_u32(qtile + swz<D>(row0 + mt * 16 + (lane & 15),
+                                                         kk * 2 + (lane >> 4))));
+#pragma unroll
+        for (int np = 0; np < BN / 16; np++) {
+            uint32_t kf[4];
+            const int r = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+            const int c = kk * 2 + ((lane >> 3) & 1);
+            ldmatrix_x4(kf, smem_u32(ktile + swz<D>(r, c)));
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                Mma<T>::mma(s[mt][2 * np], qf[mt], kf[0], kf[1]);
+                Mma<T>::mma(s[mt][2 * np + 1], qf[mt], kf[2], kf[3]);
+            }
+        }
+    }
 }
 
 // o += P·V for BN keys of a V tile. `a_frag(mt, kk, a)` supplies the A fragment of row tile mt

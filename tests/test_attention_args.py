@@ -152,6 +152,11 @@ def test_unsupported_head_dim_lists_what_is(impl, head_dim, message):
         attention(x, x, x, impl=impl)
 
 
+def test_variant_range():
+    with pytest.raises(ValueError, match=r"variant must be in \[0, 1\], got 2"):
+        _C._attention(host(), host(), host(), host(), variant=2)
+
+
 def test_read_only_out():
     out = host()
     out.flags.writeable = False

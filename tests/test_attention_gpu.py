@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import gpuprofile as gp
+from gpuprofile import _C, kernels
 from gpuprofile import _attention_ref as ref
-from gpuprofile import kernels
 
 pytestmark = pytest.mark.gpu
 
@@ -50,6 +50,18 @@ def test_matches_reference(impl, dtype, head_dim, seq, causal):
     shape = (2, 3, seq, head_dim) if seq < 1000 else (1, 2, seq, head_dim)
     q, k, v = inputs(shape, dtype)
     check(run(impl, q, k, v, dtype, causal), q, k, v, dtype, causal)
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("seq", [1, 17, 200, 1000])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_tc_variant_one(head_dim, seq, causal):
+    """The alternative tiles (Q re-read from shared memory; 32-row warps at head_dim 128)."""
+    q, k, v = inputs((2, 2, seq, head_dim), "bfloat16")
+    out = poisoned(q.shape, "bfloat16")
+    _C._attention(*(kernels.to_device(x, "bfloat16") for x in (q, k, v)), out, impl="flash_tc",
+                  causal=causal, variant=1)
+    check(out.numpy(), q, k, v, "bfloat16", causal)
 
 
 @pytest.mark.parametrize("impl, dtype", [("naive", "bfloat16"), ("flash", "float32"),
