@@ -112,8 +112,17 @@ __device__ __forceinline__ void online_softmax(float s[MT][NT][4], float m[MT][2
         }
 }
 
+// Hopper's 228 KB of shared memory per SM holds three 64 KB blocks; Ampere's 164 KB holds two,
+// and there a 168-register cap would only cost spills.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define GP_TC_MIN_BLOCKS(n) 2
+#else
+#define GP_TC_MIN_BLOCKS(n) (n)
+#endif
+
 template <typename T, int D, typename C>
-__global__ void __launch_bounds__(kThreads, C::MIN_BLOCKS) flash_tc_kernel(const gp_attn_params p)
+__global__ void __launch_bounds__(kThreads, GP_TC_MIN_BLOCKS(C::MIN_BLOCKS))
+    flash_tc_kernel(const gp_attn_params p)
 {
     constexpr int MT = C::MT, BN = C::BN, STAGES = C::STAGES, BM = C::BM;
     constexpr int NT = BN / 8, DT = D / 8;
