@@ -208,7 +208,7 @@ call_dlpack(PyObject *obj, cudaStream_t consumer)
     PyObject *kw = Py_BuildValue("{s:L,s:(ii)}", "stream", gp_stream_protocol_value(consumer),
                                  "max_version", GP_DL_MAJOR_VERSION, GP_DL_MINOR_VERSION);
     PyObject *cap = empty && kw ? PyObject_Call(method, empty, kw) : NULL;
-    if (cap == NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
+    if (cap == NULL && kw != NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
         Py_DECREF(kw);
         kw = Py_BuildValue("{s:L}", "stream", gp_stream_protocol_value(consumer));
