@@ -95,6 +95,11 @@ def main(argv=None):
     p.add_argument("--skip-sanitizers", action="store_true")
     p.add_argument("--skip-perf", action="store_true")
     args = p.parse_args(argv)
+    import gpuprofile
+
+    if gpuprofile.device_count() == 0:
+        print("check_attention.py needs a CUDA device", file=sys.stderr)
+        return 2
     t0 = time.perf_counter()
     steps = [] if args.skip_tests else [run_tests()]
     steps += [] if args.skip_sanitizers else run_sanitizers()
