@@ -115,7 +115,7 @@ __device__ __forceinline__ void online_softmax(float s[MT][NT][4], float m[MT][2
 // Hopper's 228 KB of shared memory per SM holds three 64 KB blocks; Ampere's 164 KB holds two,
 // and there a 168-register cap would only cost spills.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define GP_TC_MIN_BLOCKS(n) 2
+#define GP_TC_MIN_BLOCKS(n) ((n) < 2 ? (n) : 2)
 #else
 #define GP_TC_MIN_BLOCKS(n) (n)
 #endif
