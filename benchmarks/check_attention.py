@@ -9,7 +9,9 @@
    kernel on small shapes), when compute-sanitizer is on PATH or in $CUDA_HOME/bin;
 3. the performance table at seq 4096, bf16, head_dim 64 and 128, causal and not, batch 4 and
    heads·head_dim = 2048 (the FlashAttention papers' shapes), ours (flash_tc in its default and
-   its variant-1 tiles) against torch SDPA's flash and cuDNN backends when torch is installed.
+   its variant-1 tiles) against torch SDPA's flash and cuDNN backends when torch is installed;
+4. with --sweep FILE: benchmark_attention.py's sequence-length sweep (128..4096, bf16, head_dim
+   64, non-causal) into FILE, and with --plots DIR its plots (visualize_results.py).
 Prints each step's outcome and, last, the compact table; writes everything to the JSON file.
 Exit status 0 only when every test, sanitizer run and validation of our kernels passed.
 """
@@ -29,6 +31,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 PERF_IMPLS = ["flash_tc", "flash_tc_v1", "flash", "naive", "sdpa", "sdpa_cudnn"]
+SWEEP = ["--seq-lengths", "128,256,512,1024,2048,4096", "--impls", "naive,flash,flash_tc,sdpa,sdpa_cudnn",
+         "--dtype", "bf16", "--head-dim", "64"]
 
 
 def tail(text, lines=4):
@@ -87,6 +91,19 @@ def run_perf(max_time):
     return rows, ba.environment(torch)
 
 
+def run_sweep(output, plots, max_time):
+    import benchmark_attention as ba
+    import visualize_results as vr
+
+    print("--- sweep: " + " ".join(SWEEP), flush=True)
+    t0 = time.perf_counter()
+    rc = ba.main([*SWEEP, "--max-time", str(max_time), "--output", output])
+    if rc == 0 and plots:
+        rc = vr.main(["--input", output, "--output-dir", plots])
+    return {"step": f"seq-length sweep -> {output}" + (f", plots in {plots}" if plots else ""),
+            "ok": rc == 0, "summary": f"exit status {rc}", "seconds": time.perf_counter() - t0}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output", default="attention_check.json")
@@ -94,6 +111,8 @@ def main(argv=None):
     p.add_argument("--skip-tests", action="store_true")
     p.add_argument("--skip-sanitizers", action="store_true")
     p.add_argument("--skip-perf", action="store_true")
+    p.add_argument("--sweep", default=None, help="also run the seq-length sweep into this JSON file")
+    p.add_argument("--plots", default=None, help="with --sweep: draw its plots into this folder")
     args = p.parse_args(argv)
     import gpuprofile
 
@@ -104,6 +123,8 @@ def main(argv=None):
     steps = [] if args.skip_tests else [run_tests()]
     steps += [] if args.skip_sanitizers else run_sanitizers()
     rows, env = run_perf(args.max_time) if not args.skip_perf else ([], {})
+    if args.sweep:
+        steps.append(run_sweep(args.sweep, args.plots, args.max_time))
     with open(args.output, "w", encoding="utf-8") as f:
         json.dump({"steps": steps, "perf": rows, "environment": env,
                    "seconds": time.perf_counter() - t0}, f, indent=1)
