@@ -374,6 +374,8 @@ DeviceArray_dlpack_device(DeviceArray *a, PyObject *unused)
 static int
 copy_to_host(DeviceArray *a, void *dst)
 {
+    if (a->nbytes == 0)
+        return 0;
     gp_device_guard g;
     if (gp_device_guard_enter(&g, a->device) < 0)
         return -1;

@@ -205,6 +205,73 @@ def test_arrays_on_different_devices():
         kernels.attention(q, k, q)
 
 
+# ---- DeviceArray and the protocols, without other frameworks -------------------------------------
+
+def capsule_name(cap):
+    import ctypes
+
+    get = ctypes.pythonapi.PyCapsule_GetName
+    get.restype, get.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    return get(cap)
+
+
+def test_device_array_basics():
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4) / 7
+    for dtype in ("float32", "float16", "bfloat16"):
+        a = kernels.to_device(x, dtype)
+        assert a.shape == (2, 3, 4) and a.dtype == dtype and a.device == 0
+        assert a.nbytes == 24 * (4 if dtype == "float32" else 2) and a.ptr % 256 == 0
+        np.testing.assert_array_equal(a.numpy(), ref.round_to(x, dtype))
+        assert "DeviceArray(shape=(2, 3, 4)" in repr(a)
+    e = kernels.empty((0, 5), "float16")
+    assert e.shape == (0, 5) and e.nbytes == 0 and e.numpy().shape == (0, 5)
+
+
+def test_device_array_exports():
+    import sys
+
+    a = kernels.to_device(np.ones((2, 8), np.float32), "float16")
+    cai = a.__cuda_array_interface__
+    assert cai["typestr"] == "<f2" and cai["data"] == (a.ptr, False) and cai["version"] == 3
+    assert cai["shape"] == (2, 8) and cai["strides"] is None and cai["stream"] == 1
+    assert a.__dlpack_device__() == (2, 0)
+    before = sys.getrefcount(a)
+    caps = [a.__dlpack__(), a.__dlpack__(max_version=(1, 0)), a.__dlpack__(stream=-1)]
+    assert [capsule_name(c) for c in caps] == [b"dltensor", b"dltensor_versioned", b"dltensor"]
+    assert sys.getrefcount(a) == before + 3  # each exported tensor keeps the memory alive
+    del caps  # unconsumed capsules free their tensors through the deleter
+    assert sys.getrefcount(a) == before
+    with pytest.raises(BufferError, match="copy=True"):
+        a.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="cannot be exported"):
+        a.__dlpack__(dl_device=(1, 0))
+    b = kernels.to_device(np.ones(3, np.float32), "bfloat16")
+    assert not hasattr(b, "__cuda_array_interface__")
+
+
+class DLPackOnly:
+    """Hides a DeviceArray behind DLPack alone, so the consumer side of the protocol runs."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, **kwargs):
+        return self.array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_dlpack_round_trip_through_our_own_exporter(dtype):
+    q, k, v = inputs((1, 2, 65, 128), dtype)
+    dq, dk, dv = (kernels.to_device(x, dtype) for x in (q, k, v))
+    out = poisoned(q.shape, dtype)
+    kernels.attention(DLPackOnly(dq), DLPackOnly(dk), DLPackOnly(dv), impl="flash_tc",
+                      out=DLPackOnly(out))
+    check(out.numpy(), q, k, v, dtype)
+
+
 # ---- other frameworks ----------------------------------------------------------------------------
 
 def test_torch_tensors_streams_and_zero_copy():
