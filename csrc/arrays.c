@@ -74,8 +74,10 @@ static int
 cai_int_tuple(PyObject *t, const char *what, const char *name, int64_t *out, int n)
 {
     if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != n) {
-        PyErr_Format(PyExc_ValueError, "%s.__cuda_array_interface__['%s'] must be a tuple of %d "
-                     "ints", name, what, n);
+        PyErr_Format(PyExc_ValueError,
+                     "%s.__cuda_array_interface__['%s'] must be a tuple of %d "
+                     "ints",
+                     name, what, n);
         return -1;
     }
     for (int i = 0; i < n; i++) {
@@ -112,8 +114,10 @@ cai_stream(PyObject *iface, const char *name, gp_array *a)
     if (s == -1 && PyErr_Occurred())
         return -1;
     if (s == 0) {
-        PyErr_Format(PyExc_ValueError, "%s.__cuda_array_interface__['stream'] is 0, which the "
-                     "interface forbids (1 is the legacy default stream)", name);
+        PyErr_Format(PyExc_ValueError,
+                     "%s.__cuda_array_interface__['stream'] is 0, which the "
+                     "interface forbids (1 is the legacy default stream)",
+                     name);
         return -1;
     }
     a->has_stream = 1;
@@ -135,8 +139,10 @@ parse_cai(PyObject *iface, const char *name, gp_array *a)
     PyObject *typestr = PyDict_GetItemString(iface, "typestr");
     PyObject *data = PyDict_GetItemString(iface, "data");
     if (!shape || !typestr || !data || !PyTuple_Check(shape) || !PyUnicode_Check(typestr)) {
-        PyErr_Format(PyExc_ValueError, "%s.__cuda_array_interface__ needs 'shape' (tuple), "
-                     "'typestr' (str) and 'data'", name);
+        PyErr_Format(PyExc_ValueError,
+                     "%s.__cuda_array_interface__ needs 'shape' (tuple), "
+                     "'typestr' (str) and 'data'",
+                     name);
         return -1;
     }
     PyObject *mask = PyDict_GetItemString(iface, "mask");
@@ -166,8 +172,10 @@ parse_cai(PyObject *iface, const char *name, gp_array *a)
         const int64_t item = a->dtype == GP_DTYPE_OTHER ? 1 : gp_dtype_size(a->dtype);
         for (int i = 0; i < a->ndim; i++) {
             if (a->strides[i] % item != 0) {
-                PyErr_Format(PyExc_ValueError, "%s: stride %lld bytes of dimension %d is not a "
-                             "multiple of the element size", name, (long long)a->strides[i], i);
+                PyErr_Format(PyExc_ValueError,
+                             "%s: stride %lld bytes of dimension %d is not a "
+                             "multiple of the element size",
+                             name, (long long)a->strides[i], i);
                 return -1;
             }
             a->strides[i] /= item;
@@ -181,8 +189,8 @@ parse_cai(PyObject *iface, const char *name, gp_array *a)
 static gp_dtype
 dl_dtype(gp_dl_dtype t, char *desc, size_t desc_size)
 {
-    static const char *const codes[] = {"int", "uint", "float", "opaque", "bfloat", "complex",
-                                        "bool"};
+    static const char *const codes[] = {"int",    "uint",    "float", "opaque",
+                                        "bfloat", "complex", "bool"};
     snprintf(desc, desc_size, "%s%d%s", t.code < 7 ? codes[t.code] : "code?", (int)t.bits,
              t.lanes == 1 ? "" : "xN");
     if (t.lanes != 1)
@@ -305,9 +313,9 @@ static const char *
 buffer_format_name(const char *fmt)
 {
     static const char *const names[][2] = {
-        {"d", "float64"}, {"g", "longdouble"}, {"b", "int8"},    {"B", "uint8"},
-        {"h", "int16"},   {"H", "uint16"},     {"i", "int32"},   {"I", "uint32"},
-        {"l", "int64"},   {"L", "uint64"},     {"q", "int64"},   {"Q", "uint64"},
+        {"d", "float64"}, {"g", "longdouble"}, {"b", "int8"},       {"B", "uint8"},
+        {"h", "int16"},   {"H", "uint16"},     {"i", "int32"},      {"I", "uint32"},
+        {"l", "int64"},   {"L", "uint64"},     {"q", "int64"},      {"Q", "uint64"},
         {"?", "bool"},    {"Zf", "complex64"}, {"Zd", "complex128"}};
     if (*fmt == '<' || *fmt == '=' || *fmt == '@')
         fmt++;
@@ -393,14 +401,15 @@ parse_any(PyObject *obj, const char *name, int writable, cudaStream_t consumer, 
     }
     if (PyObject_CheckBuffer(obj))
         return parse_buffer(obj, name, a);
-    PyErr_Format(PyExc_TypeError, "%s must be a NumPy array or a CUDA array "
-                 "(__cuda_array_interface__ or DLPack), got %.100s", name, Py_TYPE(obj)->tp_name);
+    PyErr_Format(PyExc_TypeError,
+                 "%s must be a NumPy array or a CUDA array "
+                 "(__cuda_array_interface__ or DLPack), got %.100s",
+                 name, Py_TYPE(obj)->tp_name);
     return -1;
 }
 
 int
-gp_array_parse(PyObject *obj, const char *name, int writable, cudaStream_t consumer,
-               gp_array *out)
+gp_array_parse(PyObject *obj, const char *name, int writable, cudaStream_t consumer, gp_array *out)
 {
     memset(out, 0, sizeof *out);
     out->device = -1;

@@ -14,7 +14,12 @@
 #define GP_ARRAY_MAX_DIM 8
 
 /* Element types gpuprofile computes on; the numbering matches kernels/attention.h. */
-typedef enum { GP_DTYPE_F32 = 0, GP_DTYPE_F16 = 1, GP_DTYPE_BF16 = 2, GP_DTYPE_OTHER = -1 } gp_dtype;
+typedef enum {
+    GP_DTYPE_F32 = 0,
+    GP_DTYPE_F16 = 1,
+    GP_DTYPE_BF16 = 2,
+    GP_DTYPE_OTHER = -1
+} gp_dtype;
 
 const char *gp_dtype_name(gp_dtype dtype);
 int gp_dtype_size(gp_dtype dtype);
@@ -29,7 +34,7 @@ typedef struct {
     gp_dtype dtype;
     char dtype_desc[32]; /* what the producer said, for error messages ("float64", "<i4") */
     int on_device;
-    int device;     /* CUDA ordinal; known after parsing for DLPack, after gp_array_locate else */
+    int device; /* CUDA ordinal; known after parsing for DLPack, after gp_array_locate else */
     int readonly;
     const char *via; /* "__cuda_array_interface__", "DLPack", "DeviceArray", "buffer protocol" */
     int has_stream;  /* CAI v3: the producer's stream to wait on */

@@ -15,6 +15,7 @@
 #include "streams.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 enum { IMPL_NAIVE, IMPL_FLASH, IMPL_FLASH_TC, IMPL_AUTO };
@@ -35,6 +36,17 @@ typedef struct {
 } attn_call;
 
 static cudaMemPool_t pools[GP_MAX_DEVICES];
+
+/* Sets `type` with a formatted message; returns -1 for the caller to return. */
+static int
+fail(PyObject *type, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    PyErr_FormatV(type, fmt, va);
+    va_end(va);
+    return -1;
+}
 
 static void
 format_shape(const gp_array *a, char *buf, size_t size)
@@ -62,23 +74,32 @@ check_each(const attn_call *c)
         const gp_array *a = &c->a[i];
         format_shape(a, shape, sizeof shape);
         if (a->ndim != 4)
-            return PyErr_Format(PyExc_ValueError, "attention: %s must have 4 dimensions [batch, "
-                                "heads, seq, head_dim], got shape %s", arg_names[i], shape), -1;
+            return fail(PyExc_ValueError,
+                        "attention: %s must have 4 dimensions [batch, "
+                        "heads, seq, head_dim], got shape %s",
+                        arg_names[i], shape);
         if (a->dtype == GP_DTYPE_OTHER)
-            return PyErr_Format(PyExc_ValueError, "attention: %s has dtype %s; supported: "
-                                "float32, float16, bfloat16", arg_names[i], a->dtype_desc), -1;
+            return fail(PyExc_ValueError,
+                        "attention: %s has dtype %s; supported: "
+                        "float32, float16, bfloat16",
+                        arg_names[i], a->dtype_desc);
         for (int d = 0; d < 4; d++) {
             if (a->shape[d] <= 0)
-                return PyErr_Format(PyExc_ValueError, "attention: %s is empty (shape %s); "
-                                    "every dimension must be at least 1", arg_names[i], shape), -1;
+                return fail(PyExc_ValueError,
+                            "attention: %s is empty (shape %s); "
+                            "every dimension must be at least 1",
+                            arg_names[i], shape);
             if (a->shape[d] > INT32_MAX)
-                return PyErr_Format(PyExc_ValueError, "attention: %s has a dimension over "
-                                    "2**31 - 1 (shape %s)", arg_names[i], shape), -1;
+                return fail(PyExc_ValueError,
+                            "attention: %s has a dimension over "
+                            "2**31 - 1 (shape %s)",
+                            arg_names[i], shape);
         }
         if (a->shape[3] > 1 && a->strides[3] != 1)
-            return PyErr_Format(PyExc_ValueError, "attention: %s must be contiguous in head_dim "
-                                "(last stride 1 element), got stride %lld", arg_names[i],
-                                (long long)a->strides[3]), -1;
+            return fail(PyExc_ValueError,
+                        "attention: %s must be contiguous in head_dim "
+                        "(last stride 1 element), got stride %lld",
+                        arg_names[i], (long long)a->strides[3]);
     }
     return 0;
 }
@@ -93,23 +114,29 @@ check_together(const attn_call *c)
         const gp_array *x = &c->a[i];
         format_shape(x, xs, sizeof xs);
         if (x->on_device != q->on_device)
-            return PyErr_Format(PyExc_ValueError, "attention: cannot mix host and device arrays: "
-                                "q is a %s array (%s), %s is a %s array (%s)",
-                                q->on_device ? "device" : "host", q->via, arg_names[i],
-                                x->on_device ? "device" : "host", x->via), -1;
+            return fail(PyExc_ValueError,
+                        "attention: cannot mix host and device arrays: "
+                        "q is a %s array (%s), %s is a %s array (%s)",
+                        q->on_device ? "device" : "host", q->via, arg_names[i],
+                        x->on_device ? "device" : "host", x->via);
         if (!same_shape(q, x))
-            return PyErr_Format(PyExc_ValueError, "attention: %s has shape %s but q has shape %s "
-                                "(q, k, v and out share one shape)", arg_names[i], xs, qs), -1;
+            return fail(PyExc_ValueError,
+                        "attention: %s has shape %s but q has shape %s "
+                        "(q, k, v and out share one shape)",
+                        arg_names[i], xs, qs);
         if (x->dtype != q->dtype)
-            return PyErr_Format(PyExc_ValueError, "attention: %s is %s but q is %s (q, k, v and "
-                                "out share one dtype)", arg_names[i], x->dtype_desc,
-                                q->dtype_desc), -1;
+            return fail(PyExc_ValueError,
+                        "attention: %s is %s but q is %s (q, k, v and "
+                        "out share one dtype)",
+                        arg_names[i], x->dtype_desc, q->dtype_desc);
     }
     if (q->shape[0] > GP_ATTN_MAX_BATCH || q->shape[1] > GP_ATTN_MAX_HEADS)
-        return PyErr_Format(PyExc_ValueError, "attention: batch and heads must each be at most "
-                            "%d, got shape %s", GP_ATTN_MAX_BATCH, qs), -1;
+        return fail(PyExc_ValueError,
+                    "attention: batch and heads must each be at most "
+                    "%d, got shape %s",
+                    GP_ATTN_MAX_BATCH, qs);
     if (!q->on_device && c->count < 4)
-        return PyErr_SetString(PyExc_ValueError, "attention: host inputs need a host `out`"), -1;
+        return fail(PyExc_ValueError, "attention: host inputs need a host `out`");
     return 0;
 }
 
@@ -176,24 +203,29 @@ explain_unsupported(int impl, const gp_attn_params *p)
 {
     const char *name = impl_names[impl];
     if (impl == IMPL_FLASH_TC && p->dtype == GP_ATTN_F32)
-        PyErr_SetString(PyExc_ValueError, "attention: impl='flash_tc' supports float16 and "
+        PyErr_SetString(PyExc_ValueError,
+                        "attention: impl='flash_tc' supports float16 and "
                         "bfloat16, got float32 (impl='flash' and 'naive' take float32)");
     else if (impl != IMPL_NAIVE && p->head_dim != 64 && p->head_dim != 128)
-        PyErr_Format(PyExc_ValueError, "attention: impl='%s' supports head_dim 64 and 128, got "
-                     "%d (impl='naive' takes any head_dim up to %d)", name, p->head_dim,
-                     GP_ATTN_NAIVE_MAX_HEAD_DIM);
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='%s' supports head_dim 64 and 128, got "
+                     "%d (impl='naive' takes any head_dim up to %d)",
+                     name, p->head_dim, GP_ATTN_NAIVE_MAX_HEAD_DIM);
     else if (impl == IMPL_NAIVE && p->head_dim > GP_ATTN_NAIVE_MAX_HEAD_DIM)
-        PyErr_Format(PyExc_ValueError, "attention: head_dim %d is not supported: impl='naive' "
-                     "takes up to %d, 'flash' and 'flash_tc' take 64 and 128", p->head_dim,
-                     GP_ATTN_NAIVE_MAX_HEAD_DIM);
+        PyErr_Format(PyExc_ValueError,
+                     "attention: head_dim %d is not supported: impl='naive' "
+                     "takes up to %d, 'flash' and 'flash_tc' take 64 and 128",
+                     p->head_dim, GP_ATTN_NAIVE_MAX_HEAD_DIM);
     else if (impl == IMPL_FLASH_TC && !gp_attn_rows_aligned16(p))
-        PyErr_SetString(PyExc_ValueError, "attention: impl='flash_tc' needs 16-byte aligned rows: "
+        PyErr_SetString(PyExc_ValueError,
+                        "attention: impl='flash_tc' needs 16-byte aligned rows: "
                         "data pointers and the batch, head and seq strides must be multiples of "
                         "8 elements (impl='flash' has no such need)");
     else
-        PyErr_Format(PyExc_ValueError, "attention: impl='%s' cannot take shape (%d, %d, %d, %d): "
-                     "seq is too long for its grid", name, p->batch, p->heads, p->seq,
-                     p->head_dim);
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='%s' cannot take shape (%d, %d, %d, %d): "
+                     "seq is too long for its grid",
+                     name, p->batch, p->heads, p->seq, p->head_dim);
     return -1;
 }
 
@@ -220,8 +252,8 @@ static int
 get_pool(int device, cudaMemPool_t *out)
 {
     if (device < 0 || device >= GP_MAX_DEVICES)
-        return PyErr_Format(gp_GpuProfileError, "device %d: at most %d devices are supported",
-                            device, GP_MAX_DEVICES), -1;
+        return fail(gp_GpuProfileError, "device %d: at most %d devices are supported", device,
+                    GP_MAX_DEVICES);
     if (pools[device] == NULL) {
         struct cudaMemPoolProps props;
         memset(&props, 0, sizeof props);
@@ -292,8 +324,8 @@ run_host(attn_call *c)
 #define STEP(call)                                                                                 \
     if (err == cudaSuccess && (err = (call)) != cudaSuccess)                                       \
         what = #call;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaMallocFromPoolAsync((void **)&base, 4 * slot + ws, pool, c->stream);
+    Py_BEGIN_ALLOW_THREADS err =
+        cudaMallocFromPoolAsync((void **)&base, 4 * slot + ws, pool, c->stream);
     if (err == cudaSuccess) {
         p->q = base;
         p->k = base + slot;
@@ -310,8 +342,8 @@ run_host(attn_call *c)
     }
     Py_END_ALLOW_THREADS
 #undef STEP
-    if (base == NULL && err != cudaSuccess)
-        return raise_alloc_error(err, 4 * slot + ws, "staging host arrays");
+        if (base == NULL && err != cudaSuccess) return raise_alloc_error(err, 4 * slot + ws,
+                                                                         "staging host arrays");
     if (err != cudaSuccess) {
         gp_set_cuda_error(err, what, __FILE__, __LINE__);
         return -1;
@@ -329,14 +361,18 @@ check_devices(attn_call *c, int *device)
     *device = c->a[0].device;
     for (int i = 1; i < c->count; i++)
         if (c->a[i].device != *device)
-            return PyErr_Format(PyExc_ValueError, "attention: q is on device %d but %s is on "
-                                "device %d", *device, arg_names[i], c->a[i].device), -1;
+            return fail(PyExc_ValueError,
+                        "attention: q is on device %d but %s is on "
+                        "device %d",
+                        *device, arg_names[i], c->a[i].device);
     int stream_device;
     if (c->stream != (cudaStream_t)0 && c->stream != cudaStreamLegacy &&
         c->stream != cudaStreamPerThread &&
         cudaStreamGetDevice(c->stream, &stream_device) == cudaSuccess && stream_device != *device)
-        return PyErr_Format(PyExc_ValueError, "attention: the stream belongs to device %d but the "
-                            "arrays are on device %d", stream_device, *device), -1;
+        return fail(PyExc_ValueError,
+                    "attention: the stream belongs to device %d but the "
+                    "arrays are on device %d",
+                    stream_device, *device);
     (void)cudaGetLastError();
     return 0;
 }
@@ -350,7 +386,7 @@ check_out_overlap(const attn_call *c)
         uintptr_t lo, hi;
         gp_array_extent(&c->a[i], &lo, &hi);
         if (lo < ohi && olo < hi)
-            return PyErr_Format(PyExc_ValueError, "attention: out overlaps %s", arg_names[i]), -1;
+            return fail(PyExc_ValueError, "attention: out overlaps %s", arg_names[i]);
     }
     return 0;
 }
@@ -388,16 +424,14 @@ run_device(attn_call *c)
             goto error;
         cudaError_t err = cudaMallocFromPoolAsync(&ws, bytes, pool, c->stream);
         if (err != cudaSuccess) {
-            raise_alloc_error(err, bytes, "the naive score workspace (batch*heads*seq*seq*4 bytes)");
+            raise_alloc_error(err, bytes,
+                              "the naive score workspace (batch*heads*seq*seq*4 bytes)");
             goto error;
         }
     }
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = launch(c->impl, p, ws, c->stream);
-    Py_END_ALLOW_THREADS
-    if (ws != NULL)
-        (void)cudaFreeAsync(ws, c->stream);
+    Py_BEGIN_ALLOW_THREADS err = launch(c->impl, p, ws, c->stream);
+    Py_END_ALLOW_THREADS if (ws != NULL)(void) cudaFreeAsync(ws, c->stream);
     ws = NULL;
     GP_CUDA_CHECK(err);
     if (gp_device_array_check(c->out) && gp_device_array_set_ready(c->out, c->stream) < 0)
@@ -422,8 +456,10 @@ parse_impl(const char *name, int *out)
             *out = i;
             return 0;
         }
-    PyErr_Format(PyExc_ValueError, "attention: impl must be 'naive', 'flash', 'flash_tc' or "
-                 "'auto', got '%s'", name);
+    PyErr_Format(PyExc_ValueError,
+                 "attention: impl must be 'naive', 'flash', 'flash_tc' or "
+                 "'auto', got '%s'",
+                 name);
     return -1;
 }
 
@@ -443,14 +479,14 @@ parse_arrays(attn_call *c, PyObject *const objs[4])
 static PyObject *
 attention(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"q", "k", "v", "out", "impl", "causal", "scale", "stream", "variant",
-                             NULL};
+    static char *kwlist[] = {"q",      "k",     "v",      "out",     "impl",
+                             "causal", "scale", "stream", "variant", NULL};
     PyObject *objs[4] = {NULL, NULL, NULL, Py_None}, *scale_obj = Py_None, *stream_obj = Py_None;
     const char *impl_name = "flash";
     int causal = 0, variant = 0, requested;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOOi:attention", kwlist, &objs[0],
-                                     &objs[1], &objs[2], &objs[3], &impl_name, &causal,
-                                     &scale_obj, &stream_obj, &variant))
+                                     &objs[1], &objs[2], &objs[3], &impl_name, &causal, &scale_obj,
+                                     &stream_obj, &variant))
         return NULL;
     if (variant < 0 || variant > GP_ATTN_MAX_VARIANT)
         return PyErr_Format(PyExc_ValueError, "attention: variant must be in [0, %d], got %d",
@@ -458,9 +494,8 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
     attn_call c;
     memset(&c, 0, sizeof c);
     float scale;
-    if (parse_impl(impl_name, &requested) < 0 ||
-        gp_stream_from_object(stream_obj, &c.stream) < 0 || parse_arrays(&c, objs) < 0 ||
-        check_each(&c) < 0 || check_together(&c) < 0 ||
+    if (parse_impl(impl_name, &requested) < 0 || gp_stream_from_object(stream_obj, &c.stream) < 0 ||
+        parse_arrays(&c, objs) < 0 || check_each(&c) < 0 || check_together(&c) < 0 ||
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);

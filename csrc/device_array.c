@@ -9,8 +9,7 @@
 #include <string.h>
 
 typedef struct {
-    PyObject_HEAD
-    void *data;
+    PyObject_HEAD void *data;
     int ndim;
     int64_t shape[GP_ARRAY_MAX_DIM];
     gp_dtype dtype;
@@ -113,8 +112,7 @@ DeviceArray_dealloc(DeviceArray *a)
          * context, a runtime already unloaded at exit) are dropped: dealloc never raises. */
         gp_exc_state saved;
         gp_exc_save(&saved);
-        Py_BEGIN_ALLOW_THREADS
-        int previous = -1;
+        Py_BEGIN_ALLOW_THREADS int previous = -1;
         if (cudaGetDevice(&previous) == cudaSuccess && previous != a->device)
             (void)cudaSetDevice(a->device);
         if (a->ready != NULL)
@@ -124,8 +122,7 @@ DeviceArray_dealloc(DeviceArray *a)
         if (previous >= 0 && previous != a->device)
             (void)cudaSetDevice(previous);
         (void)cudaGetLastError();
-        Py_END_ALLOW_THREADS
-        gp_exc_restore(&saved);
+        Py_END_ALLOW_THREADS gp_exc_restore(&saved);
     }
     PyTypeObject *type = Py_TYPE(a);
     PyObject_Free(a);
@@ -267,10 +264,10 @@ export_new(DeviceArray *a)
     }
     memcpy(ctx->shape, a->shape, sizeof(int64_t) * a->ndim);
     contiguous(a, ctx->strides);
-    static const gp_dl_dtype dtypes[] = {{GP_DL_FLOAT, 32, 1}, {GP_DL_FLOAT, 16, 1},
-                                         {GP_DL_BFLOAT, 16, 1}};
-    const gp_dl_tensor t = {a->data,         {GP_DL_CUDA, a->device}, a->ndim, dtypes[a->dtype],
-                            ctx->shape,      ctx->strides,            0};
+    static const gp_dl_dtype dtypes[] = {
+        {GP_DL_FLOAT, 32, 1}, {GP_DL_FLOAT, 16, 1}, {GP_DL_BFLOAT, 16, 1}};
+    const gp_dl_tensor t = {
+        a->data, {GP_DL_CUDA, a->device}, a->ndim, dtypes[a->dtype], ctx->shape, ctx->strides, 0};
     ctx->plain.dl_tensor = t;
     ctx->plain.manager_ctx = ctx;
     ctx->plain.deleter = delete_plain;
@@ -317,8 +314,10 @@ check_export_args(DeviceArray *a, PyObject *dl_device, PyObject *copy)
         if (!PyArg_ParseTuple(dl_device, "ii", &type, &id))
             return -1;
         if (type != GP_DL_CUDA || id != a->device) {
-            PyErr_Format(PyExc_BufferError, "DeviceArray on CUDA device %d cannot be exported to "
-                         "DLPack device (%d, %d)", a->device, type, id);
+            PyErr_Format(PyExc_BufferError,
+                         "DeviceArray on CUDA device %d cannot be exported to "
+                         "DLPack device (%d, %d)",
+                         a->device, type, id);
             return -1;
         }
     }
@@ -335,7 +334,8 @@ DeviceArray_dlpack(DeviceArray *a, PyObject *args, PyObject *kwargs)
         return NULL;
     cudaStream_t stream;
     int sync, major = 0;
-    if (consumer_stream(stream_obj, &stream, &sync) < 0 || check_export_args(a, dl_device, copy) < 0)
+    if (consumer_stream(stream_obj, &stream, &sync) < 0 ||
+        check_export_args(a, dl_device, copy) < 0)
         return NULL;
     if (max_version != Py_None) {
         int minor;
@@ -381,15 +381,12 @@ copy_to_host(DeviceArray *a, void *dst)
         return -1;
     cudaError_t err = cudaSuccess;
     const char *call = "cudaEventSynchronize";
-    Py_BEGIN_ALLOW_THREADS
-    if (a->ready != NULL)
-        err = cudaEventSynchronize(a->ready);
+    Py_BEGIN_ALLOW_THREADS if (a->ready != NULL) err = cudaEventSynchronize(a->ready);
     if (err == cudaSuccess) {
         call = "cudaMemcpy";
         err = cudaMemcpy(dst, a->data, a->nbytes, cudaMemcpyDeviceToHost);
     }
-    Py_END_ALLOW_THREADS
-    gp_device_guard_exit(&g);
+    Py_END_ALLOW_THREADS gp_device_guard_exit(&g);
     if (err != cudaSuccess) {
         gp_set_cuda_error(err, call, __FILE__, __LINE__);
         return -1;
@@ -462,8 +459,10 @@ dtype_arg(PyObject *name_obj, gp_dtype *out)
     int d = name ? gp_dtype_from_name(name) : -1;
     if (d < 0) {
         if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError, "dtype must be 'float32', 'float16' or 'bfloat16', "
-                         "got %R", name_obj);
+            PyErr_Format(PyExc_ValueError,
+                         "dtype must be 'float32', 'float16' or 'bfloat16', "
+                         "got %R",
+                         name_obj);
         return -1;
     }
     *out = (gp_dtype)d;
@@ -486,8 +485,10 @@ device_array_from_host(PyObject *module, PyObject *args)
     PyObject *arr = NULL;
     int device;
     if (view.ndim > GP_ARRAY_MAX_DIM || view.itemsize != gp_dtype_size(dtype)) {
-        PyErr_Format(PyExc_ValueError, "_device_array_from_host: %d-d buffer of %zd-byte items "
-                     "does not hold %s", view.ndim, view.itemsize, gp_dtype_name(dtype));
+        PyErr_Format(PyExc_ValueError,
+                     "_device_array_from_host: %d-d buffer of %zd-byte items "
+                     "does not hold %s",
+                     view.ndim, view.itemsize, gp_dtype_name(dtype));
         goto done;
     }
     if (gp_require_device() < 0 || cudaGetDevice(&device) != cudaSuccess) {
@@ -503,14 +504,15 @@ device_array_from_host(PyObject *module, PyObject *args)
         goto done;
     DeviceArray *a = (DeviceArray *)arr;
     cudaError_t err = cudaSuccess;
-    Py_BEGIN_ALLOW_THREADS
-    if (a->nbytes > 0)
-        err = cudaMemcpy(a->data, view.buf, a->nbytes, cudaMemcpyHostToDevice);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) {
+    Py_BEGIN_ALLOW_THREADS if (a->nbytes > 0) err =
+        cudaMemcpy(a->data, view.buf, a->nbytes, cudaMemcpyHostToDevice);
+    Py_END_ALLOW_THREADS if (err != cudaSuccess)
+    {
         gp_set_cuda_error(err, "cudaMemcpy", __FILE__, __LINE__);
         Py_CLEAR(arr);
-    } else if (gp_device_array_set_ready(arr, (cudaStream_t)0) < 0) {
+    }
+    else if (gp_device_array_set_ready(arr, (cudaStream_t)0) < 0)
+    {
         /* A pageable-memory copy may still be in flight on the legacy stream after return. */
         Py_CLEAR(arr);
     }
@@ -604,8 +606,8 @@ int
 gp_device_array_init(PyObject *module)
 {
     DeviceArrayType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &DeviceArray_spec, NULL);
-    if (DeviceArrayType == NULL || PyModule_AddObjectRef(module, "DeviceArray",
-                                                         (PyObject *)DeviceArrayType) < 0)
+    if (DeviceArrayType == NULL ||
+        PyModule_AddObjectRef(module, "DeviceArray", (PyObject *)DeviceArrayType) < 0)
         return -1;
     return PyModule_AddFunctions(module, module_methods);
 }

@@ -16,15 +16,30 @@ constexpr float kLog2e = 1.4426950408889634f;
 // Element conversion to and from fp32, for the three dtypes.
 template <typename T> struct Elem;
 template <> struct Elem<float> {
-    static __device__ __forceinline__ float to_float(float x) { return x; }
-    static __device__ __forceinline__ float from_float(float x) { return x; }
+    static __device__ __forceinline__ float to_float(float x)
+    {
+        return x;
+    }
+    static __device__ __forceinline__ float from_float(float x)
+    {
+        return x;
+    }
 };
 template <> struct Elem<__half> {
-    static __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
-    static __device__ __forceinline__ __half from_float(float x) { return __float2half_rn(x); }
+    static __device__ __forceinline__ float to_float(__half x)
+    {
+        return __half2float(x);
+    }
+    static __device__ __forceinline__ __half from_float(float x)
+    {
+        return __float2half_rn(x);
+    }
 };
 template <> struct Elem<__nv_bfloat16> {
-    static __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+    static __device__ __forceinline__ float to_float(__nv_bfloat16 x)
+    {
+        return __bfloat162float(x);
+    }
     static __device__ __forceinline__ __nv_bfloat16 from_float(float x)
     {
         return __float2bfloat16_rn(x);
@@ -35,11 +50,15 @@ template <> struct Elem<__nv_bfloat16> {
 template <typename T> struct Slice {
     T *base;
     int64_t row_stride;
-    __device__ __forceinline__ T *row(int r) const { return base + (int64_t)r * row_stride; }
+    __device__ __forceinline__ T *row(int r) const
+    {
+        return base + (int64_t)r * row_stride;
+    }
 };
 
 template <typename T>
-__device__ __forceinline__ Slice<T> slice(const void *ptr, const int64_t stride[3], int b, int h)
+__device__ __forceinline__ Slice<T>
+slice(const void *ptr, const int64_t stride[3], int b, int h)
 {
     T *base = (T *)ptr + (int64_t)b * stride[0] + (int64_t)h * stride[1];
     return Slice<T>{base, stride[2]};
@@ -47,14 +66,16 @@ __device__ __forceinline__ Slice<T> slice(const void *ptr, const int64_t stride[
 
 // Grid: x walks the query tiles (times `x_mult` column tiles where a kernel needs them), y the
 // heads, z the batch; gp_attn_params keeps batch and heads within the 65535 limit of y and z.
-inline dim3 grid_for(const gp_attn_params &p, int rows_per_block, int x_mult = 1)
+inline dim3
+grid_for(const gp_attn_params &p, int rows_per_block, int x_mult = 1)
 {
     const unsigned tiles = (unsigned)((p.seq + rows_per_block - 1) / rows_per_block);
     return dim3(tiles * (unsigned)x_mult, (unsigned)p.heads, (unsigned)p.batch);
 }
 
 // Shapes every family rejects: empty, too many heads or batches, a non-positive scale.
-inline bool common_shape_ok(const gp_attn_params &p)
+inline bool
+common_shape_ok(const gp_attn_params &p)
 {
     return p.batch > 0 && p.heads > 0 && p.seq > 0 && p.head_dim > 0 &&
            p.batch <= GP_ATTN_MAX_BATCH && p.heads <= GP_ATTN_MAX_HEADS && p.scale > 0.0f &&
@@ -64,8 +85,9 @@ inline bool common_shape_ok(const gp_attn_params &p)
 // Kernels that need more than 48 KB of dynamic shared memory must say so before each launch
 // (the attribute is per device, and the caller may have switched devices).
 template <typename... Params, typename... Args>
-inline cudaError_t launch_with_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                                    cudaStream_t stream, Args... args)
+inline cudaError_t
+launch_with_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                 Args... args)
 {
     if (smem > 48 * 1024) {
         cudaError_t err =

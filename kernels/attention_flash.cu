@@ -6,14 +6,16 @@
 //       one element at a time from shared memory, so it runs at shared-memory, not FMA, speed.
 //       Not kept: v2 is the same algorithm and only the work split changed.
 //   v2  register tiling: a block of 128 threads owns 64 query rows and streams 64-key tiles.
-//       Thread (ty, tx) of an 8×16 grid computes an 8×4 block of S (rows 8ty.., keys tx+16j)
-//       and an 8×(head_dim/16) block of O (rows 8ty.., columns 4tx + 64c ..), so each float4
+//       Thread (ty, tx) of an 8×16 grid computes an 8×4 block of S (rows ty+8i, keys tx+16j)
+//       and an 8×(head_dim/16) block of O (rows ty+8i, columns 4tx + 64c ..), so each float4
 //       read from shared memory feeds 4 to 16 FMAs. A row's 16 threads sit in one half-warp, so
 //       the row max takes 4 shuffles; the row sum stays per-thread until the end. P goes through
 //       shared memory (in the space of the K tile, no longer needed) because P·V needs the whole
-//       row of P in each thread. Rows of every tile are padded by 4 floats: the float4 reads of
-//       16 different rows then hit distinct banks. Causal: query tiles run heaviest first and
-//       key tiles past the diagonal are skipped.
+//       row of P in each thread. Rows of every tile are padded by 4 floats, and a thread's rows
+//       are interleaved (ty + 8i, not 8ty + i): the two half-warps of a warp then read adjacent
+//       rows, 4 banks apart, instead of rows 8 apart, which pad to the same banks; and float4
+//       reads of 16 different K rows hit distinct banks. Causal: query tiles run heaviest first
+//       and key tiles past the diagonal are skipped.
 #include "attention_common.cuh"
 
 namespace gp_attn {
@@ -21,7 +23,8 @@ namespace {
 
 constexpr int kThreads = 128, kRows = 64, kKeys = 64;
 
-__device__ __forceinline__ float ex2(float x)
+__device__ __forceinline__ float
+ex2(float x)
 {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -30,7 +33,8 @@ __device__ __forceinline__ float ex2(float x)
 
 // ROWS rows of a slice, from row0, into an fp32 tile with row pitch D + 4; rows past n are zero.
 template <typename T, int ROWS, int D>
-__device__ __forceinline__ void load_rows(float *tile, const Slice<const T> &g, int row0, int n)
+__device__ __forceinline__ void
+load_rows(float *tile, const Slice<const T> &g, int row0, int n)
 {
     constexpr int kVec = D / 4;
     for (int i = threadIdx.x; i < ROWS * kVec; i += kThreads) {
@@ -45,10 +49,10 @@ __device__ __forceinline__ void load_rows(float *tile, const Slice<const T> &g, 
     }
 }
 
-// s[i][j] = q[8ty+i]·k[tx+16j] over the whole head_dim.
+// s[i][j] = q[ty+8i]·k[tx+16j] over the whole head_dim.
 template <int D>
-__device__ __forceinline__ void scores(float s[8][4], const float *sq, const float *sk, int ty,
-                                       int tx)
+__device__ __forceinline__ void
+scores(float s[8][4], const float *sq, const float *sk, int ty, int tx)
 {
 #pragma unroll
     for (int i = 0; i < 8; i++)
@@ -63,7 +67,7 @@ __device__ __forceinline__ void scores(float s[8][4], const float *sq, const flo
             kv[j] = *reinterpret_cast<const float4 *>(sk + (tx + 16 * j) * (D + 4) + d);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const float4 qv = *reinterpret_cast<const float4 *>(sq + (8 * ty + i) * (D + 4) + d);
+            const float4 qv = *reinterpret_cast<const float4 *>(sq + (ty + 8 * i) * (D + 4) + d);
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 s[i][j] = fmaf(qv.x, kv[j].x, s[i][j]);
@@ -78,8 +82,8 @@ __device__ __forceinline__ void scores(float s[8][4], const float *sq, const flo
 // Online softmax of one tile for this thread's 8 rows (see attention_flash_tc.cu for the
 // reasoning; here a row spans the 16 lanes of a half-warp).
 template <int DC>
-__device__ __forceinline__ void online_softmax(float s[8][4], float m[8], float l[8],
-                                               float o[8][DC], float sl2)
+__device__ __forceinline__ void
+online_softmax(float s[8][4], float m[8], float l[8], float o[8][DC], float sl2)
 {
 #pragma unroll
     for (int i = 0; i < 8; i++) {
@@ -104,10 +108,10 @@ __device__ __forceinline__ void online_softmax(float s[8][4], float m[8], float 
     }
 }
 
-// o[i][4c+e] += Σ_j P[8ty+i][j] · V[j][4tx + 64c + e] over the tile's keys.
+// o[i][4c+e] += Σ_j P[ty+8i][j] · V[j][4tx + 64c + e] over the tile's keys.
 template <int D>
-__device__ __forceinline__ void accumulate_pv(float o[8][D / 16], const float *sp,
-                                              const float *sv, int ty, int tx)
+__device__ __forceinline__ void
+accumulate_pv(float o[8][D / 16], const float *sp, const float *sv, int ty, int tx)
 {
     constexpr int C = D / 64;
 #pragma unroll 2
@@ -117,10 +121,12 @@ __device__ __forceinline__ void accumulate_pv(float o[8][D / 16], const float *s
         for (int jj = 0; jj < 4; jj++)
 #pragma unroll
             for (int c = 0; c < C; c++)
-                vv[jj][c] = *reinterpret_cast<const float4 *>(sv + (j + jj) * (D + 4) + 4 * tx + 64 * c);
+                vv[jj][c] =
+                    *reinterpret_cast<const float4 *>(sv + (j + jj) * (D + 4) + 4 * tx + 64 * c);
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const float4 pv = *reinterpret_cast<const float4 *>(sp + (8 * ty + i) * (kKeys + 4) + j);
+            const float4 pv =
+                *reinterpret_cast<const float4 *>(sp + (ty + 8 * i) * (kKeys + 4) + j);
             const float pj[4] = {pv.x, pv.y, pv.z, pv.w};
 #pragma unroll
             for (int jj = 0; jj < 4; jj++)
@@ -136,7 +142,8 @@ __device__ __forceinline__ void accumulate_pv(float o[8][D / 16], const float *s
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 2) flash_kernel(const gp_attn_params p)
+__global__ void
+__launch_bounds__(kThreads, 2) flash_kernel(const gp_attn_params p)
 {
     constexpr int DC = D / 16; // O columns per thread
     static_assert(kRows * (kKeys + 4) <= kKeys * (D + 4), "P must fit in the K tile");
@@ -172,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_kernel(const gp_attn_params
             for (int i = 0; i < 8; i++)
 #pragma unroll
                 for (int j = 0; j < 4; j++) {
-                    const int row = m0 + 8 * ty + i, col = col0 + tx + 16 * j;
+                    const int row = m0 + ty + 8 * i, col = col0 + tx + 16 * j;
                     if (col >= n || (p.causal && col > row))
                         s[i][j] = -CUDART_INF_F;
                 }
@@ -182,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_kernel(const gp_attn_params
         for (int i = 0; i < 8; i++)
 #pragma unroll
             for (int j = 0; j < 4; j++)
-                sp[(8 * ty + i) * (kKeys + 4) + tx + 16 * j] = s[i][j];
+                sp[(ty + 8 * i) * (kKeys + 4) + tx + 16 * j] = s[i][j];
         __syncthreads();
         accumulate_pv<D>(o, sp, sv, ty, tx);
         __syncthreads(); // before the next tile overwrites K, V and P
@@ -195,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 2) flash_kernel(const gp_attn_params
 #pragma unroll
         for (int off = 8; off > 0; off >>= 1)
             sum += __shfl_xor_sync(0xffffffffu, sum, off);
-        const int row = m0 + 8 * ty + i;
+        const int row = m0 + ty + 8 * i;
         if (row >= n)
             continue;
         const float inv = 1.0f / sum;
@@ -207,14 +214,18 @@ __global__ void __launch_bounds__(kThreads, 2) flash_kernel(const gp_attn_params
     }
 }
 
-template <typename T, int D> cudaError_t launch(const gp_attn_params &p, cudaStream_t stream)
+template <typename T, int D>
+cudaError_t
+launch(const gp_attn_params &p, cudaStream_t stream)
 {
     const size_t smem = (size_t)(kRows + 2 * kKeys) * (D + 4) * sizeof(float);
     return launch_with_smem(flash_kernel<T, D>, grid_for(p, kRows), dim3(kThreads), smem, stream,
                             p);
 }
 
-template <typename T> cudaError_t launch_dtype(const gp_attn_params &p, cudaStream_t stream)
+template <typename T>
+cudaError_t
+launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
     return p.head_dim == 64 ? launch<T, 64>(p, stream) : launch<T, 128>(p, stream);
 }

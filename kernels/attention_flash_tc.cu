@@ -47,7 +47,8 @@ struct TcConfig {
     }
 };
 
-__device__ __forceinline__ float ex2(float x)
+__device__ __forceinline__ float
+ex2(float x)
 {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -57,8 +58,8 @@ __device__ __forceinline__ float ex2(float x)
 // -inf for the scores of keys at or past n, and (causal) of keys after the query.
 // row0: this thread's first row (row tile 0, fragment row g); col0: its first column.
 template <int MT, int NT>
-__device__ __forceinline__ void mask_scores(float s[MT][NT][4], int row0, int col0, int n,
-                                            bool causal)
+__device__ __forceinline__ void
+mask_scores(float s[MT][NT][4], int row0, int col0, int n, bool causal)
 {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -76,8 +77,8 @@ __device__ __forceinline__ void mask_scores(float s[MT][NT][4], int row0, int co
 // One tile of the online softmax. m: running row max (raw scores), l: this thread's share of the
 // running row sum. s becomes P = 2^(s·sl2 - m·sl2); O is rescaled by the change of max.
 template <int MT, int NT, int DT>
-__device__ __forceinline__ void online_softmax(float s[MT][NT][4], float m[MT][2], float l[MT][2],
-                                               float o[MT][DT][4], float sl2)
+__device__ __forceinline__ void
+online_softmax(float s[MT][NT][4], float m[MT][2], float l[MT][2], float o[MT][DT][4], float sl2)
 {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -121,8 +122,8 @@ __device__ __forceinline__ void online_softmax(float s[MT][NT][4], float m[MT][2
 #endif
 
 template <typename T, int D, typename C>
-__global__ void __launch_bounds__(kThreads, GP_TC_MIN_BLOCKS(C::MIN_BLOCKS))
-    flash_tc_kernel(const gp_attn_params p)
+__global__ void
+__launch_bounds__(kThreads, GP_TC_MIN_BLOCKS(C::MIN_BLOCKS)) flash_tc_kernel(const gp_attn_params p)
 {
     constexpr int MT = C::MT, BN = C::BN, STAGES = C::STAGES, BM = C::BM;
     constexpr int NT = BN / 8, DT = D / 8;
@@ -221,13 +222,16 @@ __global__ void __launch_bounds__(kThreads, GP_TC_MIN_BLOCKS(C::MIN_BLOCKS))
 }
 
 template <typename T, int D, typename C>
-cudaError_t launch(const gp_attn_params &p, cudaStream_t stream)
+cudaError_t
+launch(const gp_attn_params &p, cudaStream_t stream)
 {
     return launch_with_smem(flash_tc_kernel<T, D, C>, grid_for(p, C::BM), dim3(kThreads),
                             C::template smem_bytes<T, D>(), stream, p);
 }
 
-template <typename T> cudaError_t launch_dtype(const gp_attn_params &p, cudaStream_t stream)
+template <typename T>
+cudaError_t
+launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
     if (p.head_dim == 64)
         return p.variant == 1 ? launch<T, 64, TcConfig<2, 64, 3, false, false, 2>>(p, stream)

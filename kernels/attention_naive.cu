@@ -23,18 +23,21 @@
 namespace gp_attn {
 namespace {
 
-__host__ __device__ __forceinline__ int ws_ld(int n)
+__host__ __device__ __forceinline__ int
+ws_ld(int n)
 {
     return (n + 3) & ~3;
 }
 
 // Scores of one (batch, head) in the workspace.
-__device__ __forceinline__ float *ws_slice(float *ws, const gp_attn_params &p, int b, int h)
+__device__ __forceinline__ float *
+ws_slice(float *ws, const gp_attn_params &p, int b, int h)
 {
     return ws + ((int64_t)b * p.heads + h) * p.seq * ws_ld(p.seq);
 }
 
-__device__ __forceinline__ float ex2(float x)
+__device__ __forceinline__ float
+ex2(float x)
 {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
@@ -48,7 +51,8 @@ constexpr int kSimtTile = 64, kSimtK = 16, kSimtThreads = 256;
 // Thread (ty, tx) of a 16×16 grid owns rows ty + 16i and columns tx + 16j of a 64×64 tile: the
 // shared-memory reads of a warp then hit distinct banks or broadcast.
 template <typename T>
-__global__ void __launch_bounds__(kSimtThreads) scores_simt_kernel(const gp_attn_params p, float *ws)
+__global__ void
+__launch_bounds__(kSimtThreads) scores_simt_kernel(const gp_attn_params p, float *ws)
 {
     __shared__ float sq[kSimtTile][kSimtK + 1], sk[kSimtTile][kSimtK + 1];
     const int n = p.seq, ld = ws_ld(n), d_total = p.head_dim;
@@ -98,7 +102,8 @@ __global__ void __launch_bounds__(kSimtThreads) scores_simt_kernel(const gp_attn
 
 // O = P·V for a 64-row × 64-column tile of O (head_dim is split into 64-column tiles).
 template <typename T>
-__global__ void __launch_bounds__(kSimtThreads) pv_simt_kernel(const gp_attn_params p, float *ws)
+__global__ void
+__launch_bounds__(kSimtThreads) pv_simt_kernel(const gp_attn_params p, float *ws)
 {
     __shared__ float sp[kSimtTile][kSimtK + 1], sv[kSimtK][kSimtTile + 1];
     const int n = p.seq, ld = ws_ld(n), d_total = p.head_dim;
@@ -153,7 +158,8 @@ __global__ void __launch_bounds__(kSimtThreads) pv_simt_kernel(const gp_attn_par
 constexpr int kSoftmaxWarps = 4;
 
 // Folds the (max, sum) pair (m2, l2) into (m, l). A max of -inf (nothing seen yet) scales by 0.
-__device__ __forceinline__ void combine(float &m, float &l, float m2, float l2)
+__device__ __forceinline__ void
+combine(float &m, float &l, float m2, float l2)
 {
     const float mn = fmaxf(m, m2);
     const float base = mn == -CUDART_INF_F ? 0.0f : mn * kLog2e;
@@ -213,7 +219,8 @@ using namespace tc;
 constexpr int kTcRows = kWarps * 16, kTcKeys = 64; // a block: 64 query rows, 64-key tiles
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 2) scores_tc_kernel(const gp_attn_params p, float *ws)
+__global__ void
+__launch_bounds__(kThreads, 2) scores_tc_kernel(const gp_attn_params p, float *ws)
 {
     constexpr int NT = kTcKeys / 8;
     extern __shared__ uint4 smem_raw[];
@@ -260,7 +267,8 @@ __global__ void __launch_bounds__(kThreads, 2) scores_tc_kernel(const gp_attn_pa
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 2) pv_tc_kernel(const gp_attn_params p, float *ws)
+__global__ void
+__launch_bounds__(kThreads, 2) pv_tc_kernel(const gp_attn_params p, float *ws)
 {
     extern __shared__ uint4 smem_raw[];
     T *sv = reinterpret_cast<T *>(smem_raw); // two buffers; the first stages O at the end
@@ -312,14 +320,16 @@ __global__ void __launch_bounds__(kThreads, 2) pv_tc_kernel(const gp_attn_params
 
 // ---- launchers -------------------------------------------------------------------------------
 
-bool use_tensor_cores(const gp_attn_params &p)
+bool
+use_tensor_cores(const gp_attn_params &p)
 {
     return p.dtype != GP_ATTN_F32 && (p.head_dim == 64 || p.head_dim == 128) &&
            gp_attn_rows_aligned16(&p);
 }
 
 template <typename T, int D>
-cudaError_t launch_tc(const gp_attn_params &p, float *ws, cudaStream_t stream)
+cudaError_t
+launch_tc(const gp_attn_params &p, float *ws, cudaStream_t stream)
 {
     const dim3 grid = grid_for(p, kTcRows);
     const size_t smem_s = (size_t)(kTcRows + 2 * kTcKeys) * D * sizeof(T);
@@ -328,15 +338,17 @@ cudaError_t launch_tc(const gp_attn_params &p, float *ws, cudaStream_t stream)
     if (err != cudaSuccess)
         return err;
     const int64_t rows = (int64_t)p.batch * p.heads * p.seq;
-    softmax_kernel<<<(unsigned)((rows + kSoftmaxWarps - 1) / kSoftmaxWarps), 32 * kSoftmaxWarps,
-                     0, stream>>>(ws, rows, p.seq, p.causal);
+    softmax_kernel<<<(unsigned)((rows + kSoftmaxWarps - 1) / kSoftmaxWarps), 32 * kSoftmaxWarps, 0,
+                     stream>>>(ws, rows, p.seq, p.causal);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return err;
     const size_t smem_v = (size_t)2 * kTcKeys * D * sizeof(T);
     return launch_with_smem(pv_tc_kernel<T, D>, grid, dim3(kThreads), smem_v, stream, p, ws);
 }
 
-template <typename T> cudaError_t launch_simt(const gp_attn_params &p, float *ws, cudaStream_t stream)
+template <typename T>
+cudaError_t
+launch_simt(const gp_attn_params &p, float *ws, cudaStream_t stream)
 {
     const int col_tiles = (p.seq + kSimtTile - 1) / kSimtTile;
     scores_simt_kernel<T><<<grid_for(p, kSimtTile, col_tiles), kSimtThreads, 0, stream>>>(p, ws);
@@ -344,8 +356,8 @@ template <typename T> cudaError_t launch_simt(const gp_attn_params &p, float *ws
     if (err != cudaSuccess)
         return err;
     const int64_t rows = (int64_t)p.batch * p.heads * p.seq;
-    softmax_kernel<<<(unsigned)((rows + kSoftmaxWarps - 1) / kSoftmaxWarps), 32 * kSoftmaxWarps,
-                     0, stream>>>(ws, rows, p.seq, p.causal);
+    softmax_kernel<<<(unsigned)((rows + kSoftmaxWarps - 1) / kSoftmaxWarps), 32 * kSoftmaxWarps, 0,
+                     stream>>>(ws, rows, p.seq, p.causal);
     if ((err = cudaGetLastError()) != cudaSuccess)
         return err;
     const int d_tiles = (p.head_dim + kSimtTile - 1) / kSimtTile;
@@ -354,7 +366,8 @@ template <typename T> cudaError_t launch_simt(const gp_attn_params &p, float *ws
 }
 
 template <typename T>
-cudaError_t launch_16bit(const gp_attn_params &p, float *ws, cudaStream_t stream)
+cudaError_t
+launch_16bit(const gp_attn_params &p, float *ws, cudaStream_t stream)
 {
     if (!use_tensor_cores(p))
         return launch_simt<T>(p, ws, stream);

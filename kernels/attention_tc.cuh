@@ -24,13 +24,15 @@ namespace tc {
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
 
-__device__ __forceinline__ uint32_t smem_u32(const void *p)
+__device__ __forceinline__ uint32_t
+smem_u32(const void *p)
 {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
 
 // 16 bytes global -> shared, asynchronously; `valid == false` reads nothing and writes zeros.
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+__device__ __forceinline__ void
+cp_async16(uint32_t dst, const void *src, bool valid)
 {
     const int src_bytes = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
@@ -38,25 +40,30 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool v
                  : "memory");
 }
 
-__device__ __forceinline__ void cp_async_commit()
+__device__ __forceinline__ void
+cp_async_commit()
 {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
 // Wait until at most N of this thread's committed groups are still in flight.
-template <int N> __device__ __forceinline__ void cp_async_wait()
+template <int N>
+__device__ __forceinline__ void
+cp_async_wait()
 {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr)
+__device__ __forceinline__ void
+ldmatrix_x4(uint32_t r[4], uint32_t addr)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                  : "r"(addr));
 }
 
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr)
+__device__ __forceinline__ void
+ldmatrix_x4_trans(uint32_t r[4], uint32_t addr)
 {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
@@ -76,9 +83,9 @@ template <> struct Mma<__half> {
                                                uint32_t b1)
     {
         asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
 };
 
@@ -92,14 +99,16 @@ template <> struct Mma<__nv_bfloat16> {
                                                uint32_t b1)
     {
         asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+            "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
 };
 
 // Element offset of chunk `c` (8 elements) of row `r` in a swizzled tile with D columns.
-template <int D> __device__ __forceinline__ int swz(int r, int c)
+template <int D>
+__device__ __forceinline__ int
+swz(int r, int c)
 {
     static_assert(D % 64 == 0, "swizzled tiles need rows of at least 8 chunks");
     return r * D + ((c ^ (r & 7)) << 3);
@@ -111,8 +120,8 @@ template <int D> __device__ __forceinline__ int swz(int r, int c)
 // advances by kStep rows and its destinations differ by constants (kStep is a multiple of 8, so
 // the swizzle of its rows is the same): few live registers across the main loop.
 template <typename T, int ROWS, int D>
-__device__ __forceinline__ void load_tile_async(T *tile, const Slice<const T> &g, int row0, int n,
-                                                int tid)
+__device__ __forceinline__ void
+load_tile_async(T *tile, const Slice<const T> &g, int row0, int n, int tid)
 {
     constexpr int kChunks = D / 8;
     constexpr int kStep = kThreads / kChunks;
@@ -132,8 +141,8 @@ __device__ __forceinline__ void load_tile_async(T *tile, const Slice<const T> &g
 
 // A fragments of this warp's MT×16 query rows (starting at tile row `row0`), all of head_dim.
 template <typename T, int D, int MT>
-__device__ __forceinline__ void load_q_frags(uint32_t qf[MT][D / 16][4], const T *tile, int row0,
-                                             int lane)
+__device__ __forceinline__ void
+load_q_frags(uint32_t qf[MT][D / 16][4], const T *tile, int row0, int lane)
 {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -148,8 +157,8 @@ __device__ __forceinline__ void load_q_frags(uint32_t qf[MT][D / 16][4], const T
 // s = Q·Kᵀ for this warp's rows against the BN keys of a K tile. One ldmatrix.x4 gives the two
 // B fragments of 16 keys for one 16-wide slice of head_dim, reused by all MT row tiles.
 template <typename T, int D, int MT, int BN>
-__device__ __forceinline__ void qk_tile(float s[MT][BN / 8][4], const uint32_t qf[MT][D / 16][4],
-                                        const T *ktile, int lane)
+__device__ __forceinline__ void
+qk_tile(float s[MT][BN / 8][4], const uint32_t qf[MT][D / 16][4], const T *ktile, int lane)
 {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -178,8 +187,8 @@ __device__ __forceinline__ void qk_tile(float s[MT][BN / 8][4], const uint32_t q
 // head_dim at a time: for warps of 32 rows and head_dim 128, where Q in registers would leave
 // too few for S and O.
 template <typename T, int D, int MT, int BN>
-__device__ __forceinline__ void qk_tile_q_smem(float s[MT][BN / 8][4], const T *qtile, int row0,
-                                               const T *ktile, int lane)
+__device__ __forceinline__ void
+qk_tile_q_smem(float s[MT][BN / 8][4], const T *qtile, int row0, const T *ktile, int lane)
 {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -194,7 +203,7 @@ __device__ __forceinline__ void qk_tile_q_smem(float s[MT][BN / 8][4], const T *
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
             ldmatrix_x4(qf[mt], smem_u32(qtile + swz<D>(row0 + mt * 16 + (lane & 15),
-                                                         kk * 2 + (lane >> 4))));
+                                                        kk * 2 + (lane >> 4))));
 #pragma unroll
         for (int np = 0; np < BN / 16; np++) {
             uint32_t kf[4];
@@ -213,8 +222,8 @@ __device__ __forceinline__ void qk_tile_q_smem(float s[MT][BN / 8][4], const T *
 // o += P·V for BN keys of a V tile. `a_frag(mt, kk, a)` supplies the A fragment of row tile mt
 // and key chunk kk (16 keys). ldmatrix.trans turns row-major V into B fragments.
 template <typename T, int D, int MT, int BN, typename AFrag>
-__device__ __forceinline__ void pv_tile(float o[MT][D / 8][4], AFrag a_frag, const T *vtile,
-                                        int lane)
+__device__ __forceinline__ void
+pv_tile(float o[MT][D / 8][4], AFrag a_frag, const T *vtile, int lane)
 {
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) {
@@ -239,7 +248,8 @@ __device__ __forceinline__ void pv_tile(float o[MT][D / 8][4], AFrag a_frag, con
 
 // The A fragment of key chunk kk from an fp32 S accumulator (see the layout note above).
 template <typename T, int NT>
-__device__ __forceinline__ void s_to_a(const float s[NT][4], int kk, uint32_t a[4])
+__device__ __forceinline__ void
+s_to_a(const float s[NT][4], int kk, uint32_t a[4])
 {
     a[0] = Mma<T>::pack(s[2 * kk][0], s[2 * kk][1]);
     a[1] = Mma<T>::pack(s[2 * kk][2], s[2 * kk][3]);
@@ -251,9 +261,9 @@ __device__ __forceinline__ void s_to_a(const float s[NT][4], int kk, uint32_t a[
 // of the swizzled `stage` tile (which only this warp reads or writes), then 16-byte coalesced
 // stores of the rows below n.
 template <typename T, int D, int MT>
-__device__ __forceinline__ void store_o(const float o[MT][D / 8][4], const float inv[MT][2],
-                                        T *stage, int row0, const Slice<T> &g, int m0, int n,
-                                        int lane)
+__device__ __forceinline__ void
+store_o(const float o[MT][D / 8][4], const float inv[MT][2], T *stage, int row0, const Slice<T> &g,
+        int m0, int n, int lane)
 {
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
