@@ -168,6 +168,7 @@ combine(float &m, float &l, float m2, float l2)
 }
 
 // One warp per score row. Columns after `last` (the causal mask, the padding) get probability 0.
+// The loops are unrolled so that each lane keeps several float4 loads in flight.
 // fmaxf ignores NaN, but a NaN score still reaches the sum, so it poisons the row as it should.
 __global__ void __launch_bounds__(32 * kSoftmaxWarps)
     softmax_kernel(float *ws, int64_t rows, int n, int causal)
@@ -180,6 +181,7 @@ __global__ void __launch_bounds__(32 * kSoftmaxWarps)
     float4 *r4 = reinterpret_cast<float4 *>(ws + row * ld);
 
     float m = -CUDART_INF_F, l = 0.0f;
+#pragma unroll 4
     for (int c4 = lane; c4 < ld / 4; c4 += 32) {
         const float4 x4 = r4[c4];
         const float x[4] = {x4.x, x4.y, x4.z, x4.w};
@@ -202,6 +204,7 @@ __global__ void __launch_bounds__(32 * kSoftmaxWarps)
 
     const float inv = 1.0f / l;
     const float base = m == -CUDART_INF_F ? 0.0f : m * kLog2e;
+#pragma unroll 4
     for (int c4 = lane; c4 < ld / 4; c4 += 32) {
         const float4 x4 = r4[c4];
         const float x[4] = {x4.x, x4.y, x4.z, x4.w};
