@@ -6,6 +6,7 @@
 #include <Python.h>
 
 #include "activity.h"
+#include "attention_py.h"
 #include "attribution.h"
 #include "bench.h"
 #include "cupti_loader.h"
@@ -38,6 +39,7 @@ static int (*const inits[])(PyObject *) = {
     gp_memory_init,
     gp_probes_init,
     gp_bench_init,
+    gp_attention_init,
 };
 
 static int

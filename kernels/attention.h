@@ -1,0 +1,81 @@
+/* Attention forward kernels: O = softmax(scale * Q Kᵀ [+ causal mask]) V, per (batch, head).
+ *
+ * A plain C ABI: the launchers take a POD params struct and a stream, return the launch's
+ * cudaError_t and know nothing of Python. Tensors are [batch, heads, seq, head_dim] with head_dim
+ * contiguous; the other three strides are free (in elements, int64). Q, K, V and O share one
+ * shape and dtype. Three families, one file each:
+ *   attention_naive.cu     three kernels, the N×N score matrix materialized in fp32 (memory-bound)
+ *   attention_flash.cu     fused online softmax on CUDA cores, fp32 arithmetic
+ *   attention_flash_tc.cu  fused, fp16/bf16 on tensor cores (mma.sync), fp32 accumulation
+ * The *_supports functions say which shapes a launcher takes, so callers validate before any GPU
+ * work; a launcher given an unsupported shape returns cudaErrorInvalidValue. */
+#ifndef GP_KERNELS_ATTENTION_H
+#define GP_KERNELS_ATTENTION_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { GP_ATTN_F32 = 0, GP_ATTN_F16 = 1, GP_ATTN_BF16 = 2 } gp_attn_dtype;
+
+/* Grid dimensions y and z carry heads and batch, hence the 65535 limit. */
+#define GP_ATTN_MAX_BATCH 65535
+#define GP_ATTN_MAX_HEADS 65535
+/* The naive family's CUDA-core path takes any head_dim up to this. */
+#define GP_ATTN_NAIVE_MAX_HEAD_DIM 256
+
+typedef struct {
+    const void *q, *k, *v;
+    void *o;
+    /* Element strides of batch, head and seq; head_dim has stride 1. */
+    int64_t q_stride[3], k_stride[3], v_stride[3], o_stride[3];
+    int batch, heads, seq, head_dim;
+    float scale; /* > 0: scores are scale * q·k */
+    int causal;  /* key j is visible to query i when j <= i */
+    gp_attn_dtype dtype;
+    int variant; /* flash_tc tiles: 0 the default, 1..GP_ATTN_MAX_VARIANT alternatives for tuning */
+} gp_attn_params;
+
+#define GP_ATTN_MAX_VARIANT 1
+
+/* Nonzero when every row of every tensor starts on a 16-byte boundary (cp.async, vector I/O). */
+static inline int
+gp_attn_rows_aligned16(const gp_attn_params *p)
+{
+    const int64_t elem = p->dtype == GP_ATTN_F32 ? 4 : 2;
+    const void *ptrs[4] = {p->q, p->k, p->v, p->o};
+    const int64_t *strides[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
+    for (int t = 0; t < 4; t++) {
+        if ((uintptr_t)ptrs[t] % 16 != 0)
+            return 0;
+        for (int i = 0; i < 3; i++)
+            if ((strides[t][i] * elem) % 16 != 0)
+                return 0;
+    }
+    return 1;
+}
+
+/* naive: scores = scale·QKᵀ into an fp32 workspace, row softmax in place, O = P·V. fp16/bf16 with
+ * head_dim 64 or 128 and aligned rows use tensor cores for the two products; everything else
+ * (fp32, other head_dims up to 256) runs on CUDA cores. */
+int gp_attn_naive_supports(const gp_attn_params *p);
+size_t gp_attn_naive_workspace_bytes(const gp_attn_params *p);
+cudaError_t gp_attn_naive(const gp_attn_params *p, void *workspace, cudaStream_t stream);
+
+/* flash: fp32 arithmetic on CUDA cores for any dtype; head_dim 64 or 128. */
+int gp_attn_flash_supports(const gp_attn_params *p);
+cudaError_t gp_attn_flash(const gp_attn_params *p, cudaStream_t stream);
+
+/* flash_tc: fp16/bf16, head_dim 64 or 128, rows aligned to 16 bytes. Needs sm_80 or newer. */
+int gp_attn_flash_tc_supports(const gp_attn_params *p);
+cudaError_t gp_attn_flash_tc(const gp_attn_params *p, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
