@@ -72,9 +72,9 @@ def ci_noise_pct(samples_ms):
     return 100 * rel_half_width(low, high, float(np.median(a)))
 
 
-def tool_gpuprofile(mode):
+def tool_gpuprofile(mode, clock="auto"):
     def run(fn, **kw):
-        r = gp.benchmark(fn, mode=mode, **kw)
+        r = gp.benchmark(fn, mode=mode, clock=clock, **kw)
         return dict(value_us=r.median_us, noise_pct=100 * r.rel_noise, noise_kind="CI of median",
                     n=r.iterations, result=r.to_dict(samples=False))
     return run
@@ -128,7 +128,8 @@ def tool_hand_loop(fn, flush_buffer=None, seconds=0.3, **kw):
 
 def tools():
     """(name, cache state it measures, function)."""
-    out = [("gpuprofile cold", "cold", tool_gpuprofile("cold")), ("gpuprofile hot", "hot", tool_gpuprofile("hot"))]
+    out = [("gpuprofile cold", "cold", tool_gpuprofile("cold")), ("gpuprofile hot", "hot", tool_gpuprofile("hot")),
+           ("gpuprofile cold, events", "cold", tool_gpuprofile("cold", clock="gpu"))]
     if triton_testing is not None:
         out.append(("triton do_bench", "cold", tool_do_bench))
     if torch is not None:
