@@ -216,7 +216,7 @@ enqueue_iteration(gp_bench *self, int i)
     PyObject *args = NULL, *kwargs = NULL;
     int rc = -1;
     if (self->flush)
-        GP_CUDA_CHECK(gp_launch_read(self->flush_params, self->stream));
+        GP_CUDA_CHECK(gp_launch_l2_flush(self->flush_params, self->stream));
     if (call_setup(self, &args, &kwargs) < 0)
         goto error;
     const int hot = self->mode == MODE_HOT;
@@ -444,7 +444,7 @@ prepare_device_state(gp_bench *self)
     if (self->flush) {
         gp_read_params small = self->flush_params;
         small.bytes = 16;
-        GP_CUDA_CHECK(gp_launch_read(small, self->stream));
+        GP_CUDA_CHECK(gp_launch_l2_flush(small, self->stream));
     }
     Py_BEGIN_ALLOW_THREADS
     err = cudaStreamSynchronize(self->stream);

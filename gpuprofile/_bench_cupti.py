@@ -21,7 +21,7 @@ import numpy as np
 
 from . import _C, _activity
 
-_OURS = ("gp_gate_kernel", "gp_read_kernel", "gp_clock_probe_kernel")
+_OURS = ("gp_gate_kernel", "gp_l2_flush_kernel", "gp_clock_probe_kernel")
 _MASK = _activity.KERNELS | _activity.MEMCPY | _activity.MEMSET
 _LEARN_BATCHES = 3  # batches of _LEARN_ITERS calls that must agree on per_call
 _LEARN_ITERS = 4

@@ -75,7 +75,8 @@ class StallReport:
         for k in self.kernels:
             if k.name == name or k.name.startswith(name + "("):
                 return k
-        raise KeyError(f"no kernel {name!r} sampled (kernels: {[k.name for k in self.kernels]})")
+        raise KeyError(f"no kernel {name!r} sampled (kernels: {[k.name for k in self.kernels]}; "
+                       f"totals: {self.totals}; notes: {self.notes})")
 
     def to_dict(self) -> dict:
         return {"kernels": [k.to_dict() for k in self.kernels], "totals": dict(self.totals),

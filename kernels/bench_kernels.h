@@ -33,6 +33,8 @@ typedef struct {
 
 /* Reads every 16-byte word of the buffer once (grid-stride, coalesced). */
 cudaError_t gp_launch_read(gp_read_params params, cudaStream_t stream);
+/* The same read, as the benchmark's L2 flush (a kernel of its own name). */
+cudaError_t gp_launch_l2_flush(gp_read_params params, cudaStream_t stream);
 
 typedef struct {
     uint64_t window_ns;      /* how long to count SM cycles */

@@ -39,7 +39,7 @@ class _Chunk:
 
 
 def test_fn_records_leave_out_gpuprofile_kernels():
-    chunk = _Chunk(["gp_gate_kernel(gp_gate_params)", "user_kernel()", "gp_read_kernel(uint4 const*)"],
+    chunk = _Chunk(["gp_gate_kernel(gp_gate_params)", "user_kernel()", "gp_l2_flush_kernel(uint4 const*)"],
                    [0, 1, 2, 1, 7], [1, 10, 20, 30, 40], [2, 11, 21, 31, 41])
     starts, ends = _bench_cupti.fn_records(chunk)
     # the user kernel twice, an id beyond the table (kept), and the memset
