@@ -360,35 +360,18 @@ def test_metrics_while_torch_profiler_holds_cupti():
 # ---- self-check on the bundled attention kernels ---------------------------------------------
 
 
-def _attention_inputs():
+@pytest.mark.parametrize("impl, expected", [("naive", "memory-bound"), ("flash_tc", "compute-bound")])
+def test_attention_self_check(impl, expected):
+    """The bundled kernels read as they are built: naive (materialized scores) memory-bound,
+    tensor-core flash compute-bound on the tensor pipe."""
     np = pytest.importorskip("numpy")
-    if not hasattr(gp.kernels, "attention"):
-        pytest.skip("gpuprofile.kernels.attention is not built yet")
-    rng = np.random.default_rng(0)
-    return [rng.standard_normal((1, 8, 2048, 64)).astype(np.float16) for _ in range(3)]
-
-
-def _attention_metrics(impls):
-    """Metrics of the first implementation name in `impls` that attention() accepts."""
-    q, k, v = _attention_inputs()
-    errors = []
-    for impl in impls:
-        try:
-            return impl, gp.metrics(gp.kernels.attention, q, k, v, impl=impl, metrics=["sol", "tensor"])
-        except (TypeError, ValueError) as e:
-            errors.append(f"{impl}: {e}")
-    pytest.skip("attention() accepted none of these inputs/implementations: " + "; ".join(errors))
-
-
-@pytest.mark.parametrize("impls, expected", [
-    (("naive",), "memory-bound"),
-    (("tensor_core", "tensor", "flash_tensor", "wmma", "mma"), "compute-bound"),
-])
-def test_attention_self_check(impls, expected):
-    impl, r = _attention_metrics(impls)
+    rng = np.random.default_rng()
+    q, k, v = (gp.kernels.to_device(rng.standard_normal((1, 8, 2048, 64)).astype(np.float16))
+               for _ in range(3))
+    r = gp.metrics(gp.kernels.attention, q, k, v, impl=impl, metrics=["sol", "tensor"])
     main = max(range(len(r.kernels)), key=lambda i: r.kernels[i][DURATION])
     values = r.kernels[main].values
     assert r.bound(main).bound.startswith(expected), (impl, r.kernels[main].name, values)
     if expected == "compute-bound":
-        assert values[TENSOR_PIPE] > 0
+        assert values[TENSOR_PIPE] > 50, values
     assert MEMORY_SOL in values
