@@ -19,7 +19,6 @@
 #include "cupti_loader.h"
 #include "errors.h"
 #include "profiler_target.h"
-#include "range_profiler.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -277,8 +276,7 @@ pcs_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (self == NULL)
         return NULL;
     memset((char *)self + sizeof(PyObject), 0, sizeof *self - sizeof(PyObject));
-    if ((self->pcs = PyDict_New()) == NULL || gp_counters_claim("PC sampling") < 0 ||
-        gp_range_profiler_unpark() < 0)
+    if ((self->pcs = PyDict_New()) == NULL || gp_counters_claim("PC sampling") < 0)
         goto error;
     self->claimed = 1;
     int device;

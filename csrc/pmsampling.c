@@ -15,7 +15,6 @@
 #include "errors.h"
 #include "profiler_host.h"
 #include "profiler_target.h"
-#include "range_profiler.h"
 #include "util.h"
 
 #include <stdlib.h>
@@ -144,8 +143,7 @@ pms_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     memset((char *)self + sizeof(PyObject), 0, sizeof *self - sizeof(PyObject));
     self->config = Py_NewRef(config);
     self->host_obj = Py_NewRef(host);
-    if (gp_metric_names_from(names, &self->names) < 0 || gp_counters_claim("PM sampling") < 0 ||
-        gp_range_profiler_unpark() < 0)
+    if (gp_metric_names_from(names, &self->names) < 0 || gp_counters_claim("PM sampling") < 0)
         goto error;
     self->claimed = 1;
     CUcontext ctx;

@@ -39,44 +39,14 @@ typedef struct {
     int depth;
     int busy; /* a call is in flight with the GIL released */
     int claimed;
-    int complete; /* every pass submitted and decoded: the object may be parked for reuse */
-    CUcontext ctx;
     Py_ssize_t passes;
 } gp_range;
 
 static PyTypeObject *RangeType;
 
-/* A range profiler left enabled by the last collection that ended cleanly, for its context: the
- * next collection on that context reuses it instead of enabling CUPTI's range profiler again.
- * Any other counter feature, or process exit, disables it first (gp_range_profiler_unpark). */
-static CUpti_RangeProfiler_Object *parked;
-static CUcontext parked_ctx;
-
-int
-gp_range_profiler_unpark(void)
-{
-    if (parked == NULL)
-        return 0;
-    CUpti_RangeProfiler_Disable_Params p = {CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
-    p.pRangeProfilerObject = parked;
-    parked = NULL;
-    GP_CUPTI_CHECK(gp_cupti.cuptiRangeProfilerDisable(&p));
-    return 0;
-error:
-    return -1;
-}
-
 static int
 enable(gp_range *self, CUcontext ctx)
 {
-    self->ctx = ctx;
-    if (parked != NULL && parked_ctx == ctx) {
-        self->obj = parked;
-        parked = NULL;
-        return 0;
-    }
-    if (gp_range_profiler_unpark() < 0)
-        return -1;
     CUpti_RangeProfiler_Enable_Params p = {CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE};
     p.ctx = ctx;
     GP_CUPTI_CHECK(gp_cupti.cuptiRangeProfilerEnable(&p));
@@ -155,11 +125,6 @@ teardown(gp_range *self)
         self->started = 0;
         if ((res = gp_cupti.cuptiRangeProfilerStop(&p)) != CUPTI_SUCCESS && !failed++)
             gp_set_cupti_error(res, "cuptiRangeProfilerStop (cleanup)", __FILE__, __LINE__);
-    }
-    if (self->obj != NULL && self->complete && !failed && parked == NULL) {
-        parked = self->obj; /* kept enabled for the next collection on this context */
-        parked_ctx = self->ctx;
-        self->obj = NULL;
     }
     if (self->obj != NULL) {
         CUpti_RangeProfiler_Disable_Params p = {CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
@@ -352,7 +317,6 @@ range_decode(PyObject *op, PyObject *unused)
     self->busy = 0;
     if (res != CUPTI_SUCCESS)
         return gp_set_cupti_error(res, "cuptiRangeProfilerDecodeData", __FILE__, __LINE__);
-    self->complete = 1;
     return PyLong_FromSize_t(p.numOfRangeDropped);
 }
 
@@ -466,24 +430,9 @@ static PyType_Spec range_spec = {
     .slots = range_slots,
 };
 
-static void
-unpark_at_exit(void)
-{
-    if (parked != NULL) {
-        CUpti_RangeProfiler_Disable_Params p = {CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE};
-        p.pRangeProfilerObject = parked;
-        parked = NULL;
-        (void)gp_cupti.cuptiRangeProfilerDisable(&p);
-    }
-}
-
 int
 gp_range_profiler_init(PyObject *module)
 {
-    if (Py_AtExit(unpark_at_exit) < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "Py_AtExit: too many exit functions");
-        return -1;
-    }
     RangeType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &range_spec, NULL);
     if (RangeType == NULL)
         return -1;
