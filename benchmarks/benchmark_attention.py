@@ -25,7 +25,16 @@ from gpuprofile import _C, kernels
 from gpuprofile import _attention_ref as ref
 from gpuprofile._format import text_table
 
-OURS = ("naive", "flash", "flash_tc", "flash_tc_v1")  # flash_tc_v1: flash_tc with variant=1
+MAX_VARIANT = _C.ATTENTION_MAX_VARIANT
+# "<impl>_v<N>": impl with variant=N, the alternative tiles kept for tuning (kernels/NOTES.md)
+VARIANTS = tuple(f"flash_tc_v{i}" for i in range(1, MAX_VARIANT + 1)) + ("flash_v1",)
+OURS = ("naive", "flash", "flash_tc") + VARIANTS
+
+
+def split_variant(impl):
+    """'flash_tc_v3' -> ('flash_tc', 3); 'naive' -> ('naive', 0)."""
+    base, sep, num = impl.rpartition("_v")
+    return (base, int(num)) if sep and impl in VARIANTS else (impl, 0)
 SDPA_BACKENDS = {"sdpa": "FLASH_ATTENTION", "sdpa_flash": "FLASH_ATTENTION",
                  "sdpa_cudnn": "CUDNN_ATTENTION", "sdpa_efficient": "EFFICIENT_ATTENTION",
                  "sdpa_math": "MATH"}
@@ -92,7 +101,7 @@ class Inputs:
 
 
 def call_ours(impl, inp, causal):
-    name, variant = ("flash_tc", 1) if impl == "flash_tc_v1" else (impl, 0)
+    name, variant = split_variant(impl)
     return lambda: _C._attention(*inp.device, inp.out, impl=name, causal=causal, variant=variant)
 
 
@@ -131,7 +140,7 @@ def validate(impl, inp, causal):
 
 def peak_for(impl, dtype):
     """Which compute peak % of peak refers to: fp32 CUDA cores or fp16/bf16 tensor cores."""
-    return "fp32" if dtype == "float32" or impl == "flash" else "fp16_tensor"
+    return "fp32" if dtype == "float32" or split_variant(impl)[0] == "flash" else "fp16_tensor"
 
 
 def time_it(fn, name, flops, nbytes, peak, max_time):
@@ -175,7 +184,7 @@ def extra_memory(impl, inp, causal, torch):
     torch's allocator peak for SDPA. Returns (bytes, how it was obtained)."""
     if impl == "naive":
         b, h, n, _ = inp.shape
-        return b * h * n * ((n + 3) // 4 * 4) * 4, "allocated (exact)"
+        return b * h * n * ((n + 7) // 8 * 8) * 4, "allocated (exact)"
     if impl in OURS:
         return 0, "allocated (exact)"
     torch.cuda.synchronize()

@@ -9,7 +9,8 @@
    kernel on small shapes), when compute-sanitizer is on PATH or in $CUDA_HOME/bin;
 3. the performance table at seq 4096, bf16, head_dim 64 and 128, causal and not, batch 4 and
    heads·head_dim = 2048 (the FlashAttention papers' shapes), ours (flash_tc in its default and
-   its variant-1 tiles) against torch SDPA's flash and cuDNN backends when torch is installed;
+   its variant-1 tiles; with --variants every flash_tc variant and flash's variant 1) against
+   torch SDPA's flash and cuDNN backends when torch is installed;
 4. with --sweep FILE: benchmark_attention.py's sequence-length sweep (128..4096, bf16, head_dim
    64, non-causal) into FILE, and with --plots DIR its plots (visualize_results.py).
 Prints each step's outcome and, last, the compact table; writes everything to the JSON file.
@@ -60,12 +61,12 @@ def find_sanitizer():
     return None
 
 
-def run_sanitizers():
+def run_sanitizers(tools=("memcheck", "racecheck", "synccheck")):
     tool_path = find_sanitizer()
     if tool_path is None:
         return [{"step": "compute-sanitizer", "ok": None, "summary": "not found: skipped"}]
     results = []
-    for tool in ("memcheck", "racecheck", "synccheck"):
+    for tool in tools:
         cmd = [tool_path, "--tool", tool, "--error-exitcode", "97", sys.executable,
                os.path.join(HERE, "attention_smoke.py")]
         t0 = time.perf_counter()
@@ -77,7 +78,7 @@ def run_sanitizers():
     return results
 
 
-def run_perf(max_time):
+def run_perf(max_time, impls):
     import benchmark_attention as ba
 
     torch = ba.import_torch()
@@ -86,7 +87,7 @@ def run_perf(max_time):
         for causal in (False, True):
             print(f"--- perf: bf16 seq 4096 head_dim {head_dim} {'causal' if causal else 'non-causal'}",
                   flush=True)
-            rows += ba.run_all(PERF_IMPLS, [4096], "bfloat16", head_dim, causal, 4, 2048 // head_dim,
+            rows += ba.run_all(impls, [4096], "bfloat16", head_dim, causal, 4, 2048 // head_dim,
                                max_time, torch)
     return rows, ba.environment(torch)
 
@@ -108,6 +109,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output", default="attention_check.json")
     p.add_argument("--max-time", type=float, default=1.0, help="seconds per timed benchmark")
+    p.add_argument("--variants", action="store_true",
+                   help="time every flash_tc variant and flash's variant 1 (kernels/NOTES.md) too")
+    p.add_argument("--sanitizers", default="memcheck,racecheck,synccheck",
+                   help="comma list of compute-sanitizer tools to run on attention_smoke.py")
     p.add_argument("--skip-tests", action="store_true")
     p.add_argument("--skip-sanitizers", action="store_true")
     p.add_argument("--skip-perf", action="store_true")
@@ -121,8 +126,15 @@ def main(argv=None):
         return 2
     t0 = time.perf_counter()
     steps = [] if args.skip_tests else [run_tests()]
-    steps += [] if args.skip_sanitizers else run_sanitizers()
-    rows, env = run_perf(args.max_time) if not args.skip_perf else ([], {})
+    tools = [t for t in args.sanitizers.split(",") if t]
+    steps += [] if args.skip_sanitizers else run_sanitizers(tools)
+    impls = PERF_IMPLS
+    if args.variants:
+        import benchmark_attention as ba
+
+        impls = ["flash_tc", *(i for i in ba.VARIANTS if i.startswith("flash_tc_")), "flash",
+                 "flash_v1", "naive", "sdpa", "sdpa_cudnn"]
+    rows, env = run_perf(args.max_time, impls) if not args.skip_perf else ([], {})
     if args.sweep:
         steps.append(run_sweep(args.sweep, args.plots, args.max_time))
     with open(args.output, "w", encoding="utf-8") as f:

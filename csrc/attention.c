@@ -552,8 +552,9 @@ static PyMethodDef attention_methods[] = {
     {"_attention", (PyCFunction)(void (*)(void))attention, METH_VARARGS | METH_KEYWORDS,
      "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None, "
      "variant=0)\n--\n\n"
-     "See gpuprofile.kernels.attention. `variant` selects alternative flash_tc tile "
-     "configurations for tuning (kernels/NOTES.md); 0 is the default."},
+     "See gpuprofile.kernels.attention. `variant` selects alternative kernel "
+     "configurations for tuning (kernels/NOTES.md): flash_tc 1..ATTENTION_MAX_VARIANT, "
+     "flash 1 (others as 0); 0 is the default."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks."},
     {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,
@@ -564,7 +565,8 @@ static PyMethodDef attention_methods[] = {
 int
 gp_attention_init(PyObject *module)
 {
-    if (gp_device_array_init(module) < 0)
+    if (gp_device_array_init(module) < 0 ||
+        PyModule_AddIntConstant(module, "ATTENTION_MAX_VARIANT", GP_ATTN_MAX_VARIANT) < 0)
         return -1;
     return PyModule_AddFunctions(module, attention_methods);
 }

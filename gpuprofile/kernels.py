@@ -115,9 +115,11 @@ def attention_bytes(batch: int, heads: int, seq: int, head_dim: int, dtype: str 
     Fused impls ("flash", "flash_tc", "auto"): the compulsory traffic, Q, K, V read once and O
     written once: 4·B·H·N·D·itemsize (causal or not; re-reads of K and V hit L2 or are counted
     in neither).
-    "naive": that plus the fp32 score matrix it materializes, written by the first kernel, read
-    and rewritten by the softmax, read by P·V: 16·B·H·N² bytes, causal or not (it computes the
-    whole matrix and masks in the softmax).
+    "naive": that plus the score matrix it materializes, causal or not (it computes the whole
+    matrix and masks in the softmax): fp32 scores written by the first kernel and read by the
+    softmax, which writes P over them, read by P·V. P is kept in the input dtype where the
+    tensor-core path runs (float16/bfloat16, head_dim 64 or 128): 4 + 4 + 2 + 2 = 12·B·H·N²
+    bytes; in fp32 otherwise: 16·B·H·N².
     """
     if dtype not in _ITEMSIZE:
         raise ValueError(f"dtype must be one of {tuple(_ITEMSIZE)}, got {dtype!r}")
@@ -125,7 +127,8 @@ def attention_bytes(batch: int, heads: int, seq: int, head_dim: int, dtype: str 
         raise ValueError(f"impl must be one of {IMPLS}, got {impl!r}")
     compulsory = 4.0 * batch * heads * seq * head_dim * _ITEMSIZE[dtype]
     if impl == "naive":
-        return compulsory + 16.0 * batch * heads * seq * seq
+        p_bytes = 2 if _ITEMSIZE[dtype] == 2 and head_dim in (64, 128) else 4
+        return compulsory + (8.0 + 2 * p_bytes) * batch * heads * seq * seq
     return compulsory
 
 

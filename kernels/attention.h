@@ -37,10 +37,13 @@ typedef struct {
     float scale; /* > 0: scores are scale * q·k */
     int causal;  /* key j is visible to query i when j <= i */
     gp_attn_dtype dtype;
-    int variant; /* flash_tc tiles: 0 the default, 1..GP_ATTN_MAX_VARIANT alternatives for tuning */
+    /* 0 the default; alternatives kept for tuning on the device (kernels/NOTES.md): flash_tc
+     * 1..GP_ATTN_MAX_VARIANT (tile shapes, pipeline depth, lazy rescale), flash 1 (prefetching
+     * loads; other values run the default); naive ignores it. */
+    int variant;
 } gp_attn_params;
 
-#define GP_ATTN_MAX_VARIANT 1
+#define GP_ATTN_MAX_VARIANT 5
 
 /* Nonzero when every row of every tensor starts on a 16-byte boundary (cp.async, vector I/O). */
 static inline int

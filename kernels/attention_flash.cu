@@ -16,6 +16,10 @@
 //       rows, 4 banks apart, instead of rows 8 apart, which pad to the same banks; and float4
 //       reads of 16 different K rows hit distinct banks. Causal: query tiles run heaviest first
 //       and key tiles past the diagonal are skipped.
+//   v3  (variant=1, for tuning; rows 16-byte aligned) the next K and V tiles are loaded into
+//       registers in 16-byte pieces while the current tile is computed, and converted into
+//       shared memory after the last barrier of the tile: v2 waits for every tile's loads (two
+//       blocks per SM at head_dim 128 cannot hide that) and issues 2-byte loads for 16-bit data.
 #include "attention_common.cuh"
 
 namespace gp_attn {
@@ -48,6 +52,39 @@ load_rows(float *tile, const Slice<const T> &g, int row0, int n)
         *reinterpret_cast<float4 *>(tile + r * (D + 4) + c) = x;
     }
 }
+
+// v3: the same tile in 16-byte pieces (rows 16-byte aligned), in two steps so that the loads of
+// the next tile can be in flight while the current one is computed: fetch() into registers,
+// put() into shared memory after the barrier that frees the tile.
+template <typename T, int ROWS, int D> struct TileFetch {
+    static constexpr int kPer = 16 / sizeof(T);               // elements per 16-byte piece
+    static constexpr int kPieces = ROWS * D / kPer / kThreads; // per thread
+    static_assert(ROWS * D % (kPer * kThreads) == 0, "tile must split evenly");
+    uint4 buf[kPieces];
+
+    __device__ __forceinline__ void fetch(const Slice<const T> &g, int row0, int n)
+    {
+#pragma unroll
+        for (int k = 0; k < kPieces; k++) {
+            const int i = threadIdx.x + k * kThreads, r = i / (D / kPer), c = (i % (D / kPer)) * kPer;
+            buf[k] = row0 + r < n ? *reinterpret_cast<const uint4 *>(g.row(row0 + r) + c)
+                                  : make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+    __device__ __forceinline__ void put(float *tile) const
+    {
+#pragma unroll
+        for (int k = 0; k < kPieces; k++) {
+            const int i = threadIdx.x + k * kThreads, r = i / (D / kPer), c = (i % (D / kPer)) * kPer;
+            const T *e = reinterpret_cast<const T *>(&buf[k]);
+#pragma unroll
+            for (int q = 0; q < kPer; q += 4)
+                *reinterpret_cast<float4 *>(tile + r * (D + 4) + c + q) =
+                    make_float4(Elem<T>::to_float(e[q]), Elem<T>::to_float(e[q + 1]),
+                                Elem<T>::to_float(e[q + 2]), Elem<T>::to_float(e[q + 3]));
+        }
+    }
+};
 
 // s[i][j] = q[ty+8i]·k[tx+16j] over the whole head_dim.
 template <int D>
@@ -141,7 +178,7 @@ accumulate_pv(float o[8][D / 16], const float *sp, const float *sv, int ty, int 
     }
 }
 
-template <typename T, int D>
+template <typename T, int D, bool PREFETCH>
 __global__ void
 __launch_bounds__(kThreads, 2) flash_kernel(const gp_attn_params p)
 {
@@ -168,10 +205,24 @@ __launch_bounds__(kThreads, 2) flash_kernel(const gp_attn_params p)
     }
     const float sl2 = p.scale * kLog2e;
     const int kv_end = p.causal ? min(n, m0 + kRows) : n;
+    TileFetch<T, kKeys, D> next_k, next_v;
+    if constexpr (PREFETCH) {
+        next_k.fetch(k, 0, n);
+        next_v.fetch(v, 0, n);
+    }
     for (int col0 = 0; col0 < kv_end; col0 += kKeys) {
-        load_rows<T, kKeys, D>(sk, k, col0, n);
-        load_rows<T, kKeys, D>(sv, v, col0, n);
+        if constexpr (PREFETCH) {
+            next_k.put(sk);
+            next_v.put(sv);
+        } else {
+            load_rows<T, kKeys, D>(sk, k, col0, n);
+            load_rows<T, kKeys, D>(sv, v, col0, n);
+        }
         __syncthreads();
+        if (PREFETCH && col0 + kKeys < kv_end) { // in flight through this tile's arithmetic
+            next_k.fetch(k, col0 + kKeys, n);
+            next_v.fetch(v, col0 + kKeys, n);
+        }
         float s[8][4];
         scores<D>(s, sq, sk, ty, tx);
         if (col0 + kKeys > n || (p.causal && col0 + kKeys - 1 > m0))
@@ -219,8 +270,14 @@ cudaError_t
 launch(const gp_attn_params &p, cudaStream_t stream)
 {
     const size_t smem = (size_t)(kRows + 2 * kKeys) * (D + 4) * sizeof(float);
-    return launch_with_smem(flash_kernel<T, D>, grid_for(p, kRows), dim3(kThreads), smem, stream,
-                            p);
+    // variant 1 (for tuning): the prefetching v3, where every row is 16-byte aligned; fp32
+    // inputs at head_dim 128 would need 128 more registers for it and keep v2.
+    if constexpr (sizeof(T) == 2 || D == 64)
+        if (p.variant == 1 && gp_attn_rows_aligned16(&p))
+            return launch_with_smem(flash_kernel<T, D, true>, grid_for(p, kRows), dim3(kThreads),
+                                    smem, stream, p);
+    return launch_with_smem(flash_kernel<T, D, false>, grid_for(p, kRows), dim3(kThreads), smem,
+                            stream, p);
 }
 
 template <typename T>

@@ -35,17 +35,26 @@ using namespace tc;
 // (or re-read from shared memory every tile), MIN_BLOCKS blocks per SM to fit registers for.
 // Q_ALIAS: the Q tile lives in the last K buffer, which is first filled after every warp has
 // loaded its Q fragments (and later stages O); it saves BM·D elements of shared memory.
-template <int MT_, int BN_, int STAGES_, bool Q_REGS_, bool Q_ALIAS_, int MIN_BLOCKS_>
+// LAZY: the running max only moves when some row's max grew by more than kLazyLog2 (see
+// online_softmax), so most tiles skip the rescale of O.
+template <int MT_, int BN_, int STAGES_, bool Q_REGS_, bool Q_ALIAS_, int MIN_BLOCKS_,
+          bool LAZY_ = false>
 struct TcConfig {
     static constexpr int MT = MT_, BN = BN_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
     static constexpr int BM = kWarps * 16 * MT;
-    static constexpr bool Q_REGS = Q_REGS_, Q_ALIAS = Q_ALIAS_;
+    static constexpr bool Q_REGS = Q_REGS_, Q_ALIAS = Q_ALIAS_, LAZY = LAZY_;
     static_assert(!Q_ALIAS || (Q_REGS && BM <= BN), "an aliased Q must fit one K buffer");
     template <typename T, int D> static constexpr size_t smem_bytes()
     {
         return (size_t)((Q_ALIAS ? 0 : BM) + 2 * STAGES * BN) * D * sizeof(T);
     }
 };
+
+// Lazy rescaling: probabilities are taken against a stale max as long as no score exceeds it by
+// more than 2^8 in probability, so P <= 256: exact in fp32 sums, and within the range of fp16
+// and bf16 with the same relative rounding as P <= 1. O and the row sum share the stale base,
+// so the final division cancels it.
+constexpr float kLazyLog2 = 8.0f;
 
 __device__ __forceinline__ float
 ex2(float x)
@@ -74,27 +83,58 @@ mask_scores(float s[MT][NT][4], int row0, int col0, int n, bool causal)
             }
 }
 
+// The max of this thread's row (mt, half) over the tile, shared by the quad that holds the row.
+template <int MT, int NT>
+__device__ __forceinline__ float
+row_max(const float s[MT][NT][4], int mt, int half)
+{
+    float x = -CUDART_INF_F;
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++)
+        x = fmaxf(x, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
 // One tile of the online softmax. m: running row max (raw scores), l: this thread's share of the
 // running row sum. s becomes P = 2^(s·sl2 - m·sl2); O is rescaled by the change of max.
-template <int MT, int NT, int DT>
+// LAZY: the warp keeps its maxima (no rescale) unless some row's new max exceeds the old by more
+// than kLazyLog2 in log2 units; a vote keeps the branch uniform. The rare rescale recomputes the
+// row maxima rather than keep them in registers through the vote. A -inf max (nothing seen yet)
+// always moves, so a base is never -inf once a finite score was seen.
+template <bool LAZY, int MT, int NT, int DT>
 __device__ __forceinline__ void
 online_softmax(float s[MT][NT][4], float m[MT][2], float l[MT][2], float o[MT][DT][4], float sl2)
 {
+    bool rescale = true;
+    if constexpr (LAZY) {
+        bool grow = false;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int half = 0; half < 2; half++)
+                // +inf when m is -inf and the max is not; NaN (false) when both are -inf.
+                grow |= (row_max<MT, NT>(s, mt, half) - m[mt][half]) * sl2 > kLazyLog2;
+        rescale = __any_sync(0xffffffffu, grow);
+    }
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int half = 0; half < 2; half++) {
-            float mx = -CUDART_INF_F;
+            if (rescale) {
+                const float m_new = fmaxf(m[mt][half], row_max<MT, NT>(s, mt, half));
+                // A row with every score so far -inf keeps a zero base: no -inf - -inf occurs.
+                const float base = m_new == -CUDART_INF_F ? 0.0f : m_new * sl2;
+                const float alpha = ex2(m[mt][half] * sl2 - base);
+                m[mt][half] = m_new;
+                l[mt][half] *= alpha;
 #pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-                mx = fmaxf(mx, fmaxf(s[mt][nt][2 * half], s[mt][nt][2 * half + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(m[mt][half], mx);
-            // A row with every score so far -inf keeps a zero base so that no -inf - -inf occurs.
-            const float base = m_new == -CUDART_INF_F ? 0.0f : m_new * sl2;
-            const float alpha = ex2(m[mt][half] * sl2 - base);
-            m[mt][half] = m_new;
+                for (int dt = 0; dt < DT; dt++) {
+                    o[mt][dt][2 * half] *= alpha;
+                    o[mt][dt][2 * half + 1] *= alpha;
+                }
+            }
+            const float base = m[mt][half] == -CUDART_INF_F ? 0.0f : m[mt][half] * sl2;
             float sum = 0.0f;
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
@@ -104,12 +144,7 @@ online_softmax(float s[MT][NT][4], float m[MT][2], float l[MT][2], float o[MT][D
                     s[mt][nt][e] = p;
                     sum += p;
                 }
-            l[mt][half] = l[mt][half] * alpha + sum;
-#pragma unroll
-            for (int dt = 0; dt < DT; dt++) {
-                o[mt][dt][2 * half] *= alpha;
-                o[mt][dt][2 * half + 1] *= alpha;
-            }
+            l[mt][half] += sum;
         }
 }
 
@@ -137,14 +172,12 @@ __launch_bounds__(kThreads, GP_TC_MIN_BLOCKS(C::MIN_BLOCKS)) flash_tc_kernel(con
     const int b = blockIdx.z, h = blockIdx.y, n = p.seq;
     // Causal blocks differ in work; the heaviest (last query rows) start first.
     const int m0 = (p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BM;
-    const Slice<const T> q = slice<const T>(p.q, p.q_stride, b, h);
     const Slice<const T> k = slice<const T>(p.k, p.k_stride, b, h);
     const Slice<const T> v = slice<const T>(p.v, p.v_stride, b, h);
-    const Slice<T> o = slice<T>(p.o, p.o_stride, b, h);
     const int kv_end = p.causal ? min(n, m0 + BM) : n;
     const int n_tiles = (kv_end + BN - 1) / BN;
 
-    load_tile_async<T, BM, D>(sq, q, m0, n, tid);
+    load_tile_async<T, BM, D>(sq, slice<const T>(p.q, p.q_stride, b, h), m0, n, tid);
     cp_async_commit();
 #pragma unroll
     for (int st = 0; st < STAGES - 1; st++) {
@@ -199,7 +232,7 @@ __launch_bounds__(kThreads, GP_TC_MIN_BLOCKS(C::MIN_BLOCKS)) flash_tc_kernel(con
             qk_tile_q_smem<T, D, MT, BN>(s, sq, warp_row, sk + (j % STAGES) * BN * D, lane);
         if (col0 + BN > n || (p.causal && col0 + BN - 1 > row_lo))
             mask_scores<MT, NT>(s, row_lo + (lane >> 2), col0 + 2 * (lane & 3), n, p.causal);
-        online_softmax<MT, NT, DT>(s, m, l, acc, sl2);
+        online_softmax<C::LAZY, MT, NT, DT>(s, m, l, acc, sl2);
         pv_tile<T, D, MT, BN>(
             acc, [&](int mt, int kk, uint32_t a[4]) { s_to_a<T, NT>(s[mt], kk, a); },
             sv + (j % STAGES) * BN * D, lane);
@@ -218,7 +251,8 @@ __launch_bounds__(kThreads, GP_TC_MIN_BLOCKS(C::MIN_BLOCKS)) flash_tc_kernel(con
             sum += __shfl_xor_sync(0xffffffffu, sum, 2);
             inv[mt][half] = 1.0f / sum;
         }
-    store_o<T, D, MT>(acc, inv, sq, warp_row, o, m0, n, lane);
+    // The output's slice is computed here, not kept in registers through the loop.
+    store_o<T, D, MT>(acc, inv, sq, warp_row, slice<T>(p.o, p.o_stride, b, h), m0, n, lane);
 }
 
 template <typename T, int D, typename C>
@@ -229,15 +263,59 @@ launch(const gp_attn_params &p, cudaStream_t stream)
                             C::template smem_bytes<T, D>(), stream, p);
 }
 
+// The variants (p.variant), as (head_dim 64, head_dim 128) configurations. 0 is the default;
+// the others are kept for tuning on the device, and kernels/NOTES.md predicts each.
+//   0  MT2 BN64 3 stages, Q in regs           | MT1 BN64 2 stages, Q in regs aliased, 3 blocks
+//   1  MT2 BN64 3 stages, Q from smem         | MT2 BN32 2 stages, Q from smem
+//   2  variant 0, lazy rescale                | variant 0, lazy rescale
+//   3  MT2 BN64 2 stages, Q in regs, lazy     | MT2 BN64 2 stages, Q from smem, lazy
+//   4  MT2 BN64 3 stages, Q from smem, lazy   | MT2 BN32 2 stages, Q from smem, lazy
+//   5  MT2 BN32 3 stages, Q in regs, lazy, 3 blocks | MT2 BN32 3 stages, Q from smem, lazy
+template <typename T>
+cudaError_t
+launch_d64(const gp_attn_params &p, cudaStream_t stream)
+{
+    switch (p.variant) {
+    case 1:
+        return launch<T, 64, TcConfig<2, 64, 3, false, false, 2>>(p, stream);
+    case 2:
+        return launch<T, 64, TcConfig<2, 64, 3, true, false, 2, true>>(p, stream);
+    case 3:
+        return launch<T, 64, TcConfig<2, 64, 2, true, false, 2, true>>(p, stream);
+    case 4:
+        return launch<T, 64, TcConfig<2, 64, 3, false, false, 2, true>>(p, stream);
+    case 5:
+        return launch<T, 64, TcConfig<2, 32, 3, true, false, 3, true>>(p, stream);
+    default:
+        return launch<T, 64, TcConfig<2, 64, 3, true, false, 2>>(p, stream);
+    }
+}
+
+template <typename T>
+cudaError_t
+launch_d128(const gp_attn_params &p, cudaStream_t stream)
+{
+    switch (p.variant) {
+    case 1:
+        return launch<T, 128, TcConfig<2, 32, 2, false, false, 2>>(p, stream);
+    case 2:
+        return launch<T, 128, TcConfig<1, 64, 2, true, true, 3, true>>(p, stream);
+    case 3:
+        return launch<T, 128, TcConfig<2, 64, 2, false, false, 2, true>>(p, stream);
+    case 4:
+        return launch<T, 128, TcConfig<2, 32, 2, false, false, 2, true>>(p, stream);
+    case 5:
+        return launch<T, 128, TcConfig<2, 32, 3, false, false, 2, true>>(p, stream);
+    default:
+        return launch<T, 128, TcConfig<1, 64, 2, true, true, 3>>(p, stream);
+    }
+}
+
 template <typename T>
 cudaError_t
 launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
-    if (p.head_dim == 64)
-        return p.variant == 1 ? launch<T, 64, TcConfig<2, 64, 3, false, false, 2>>(p, stream)
-                              : launch<T, 64, TcConfig<2, 64, 3, true, false, 2>>(p, stream);
-    return p.variant == 1 ? launch<T, 128, TcConfig<2, 32, 2, false, false, 2>>(p, stream)
-                          : launch<T, 128, TcConfig<1, 64, 2, true, true, 3>>(p, stream);
+    return p.head_dim == 64 ? launch_d64<T>(p, stream) : launch_d128<T>(p, stream);
 }
 
 } // namespace

@@ -16,8 +16,17 @@
 //       mma A fragments, rounded to the input dtype as a framework holding P in that dtype
 //       would. The softmax (both versions) reads each row once for its max and sum (online),
 //       once more, from L2, to write P in place, in float4 vectors.
-// The workspace row stride is seq rounded up to 4 floats, so every row is 16-byte aligned; the
-// padding columns are never part of a softmax and are written as zero probabilities.
+//   v3  fewer bytes, each moved once (fp16/bf16, head_dim 64/128): the softmax writes P in the
+//       input dtype (what P·V rounds it to anyway) in place over the first half of its S row,
+//       so P costs 2 + 2 bytes per score instead of 4 + 4; and for seq <= 4096 it holds the row
+//       in registers between its max/sum pass and its write pass (one warp per row), so S is
+//       read from DRAM once: the two-pass version re-read it from L2, but ~8000 rows of 16 KB in
+//       flight do not fit in L2 and the re-read went to DRAM. P·V loads P tiles with cp.async
+//       (16-byte chunks, zero-filled past the row) and ldmatrix.x4 instead of 4-byte loads.
+//       12 bytes per score in all (S: write 4, read 4; P: write 2, read 2), against 16.
+// The workspace row stride is seq rounded up to 8 floats, so every row is 16-byte aligned, and so
+// is every 8-element chunk of a 16-bit P row; the padding columns are never part of a softmax and
+// are written as zero probabilities.
 #include "attention_tc.cuh"
 
 namespace gp_attn {
@@ -26,7 +35,7 @@ namespace {
 __host__ __device__ __forceinline__ int
 ws_ld(int n)
 {
-    return (n + 3) & ~3;
+    return (n + 7) & ~7;
 }
 
 // Scores of one (batch, head) in the workspace.
@@ -167,36 +176,82 @@ combine(float &m, float &l, float m2, float l2)
     m = mn;
 }
 
+// Probabilities out, four at a time: as fp32 over S itself, or as 16-bit values over the first
+// half of the row.
+__device__ __forceinline__ void
+store4(float *p, int c4, const float pr[4])
+{
+    reinterpret_cast<float4 *>(p)[c4] = make_float4(pr[0], pr[1], pr[2], pr[3]);
+}
+template <typename PT>
+__device__ __forceinline__ void
+store4(PT *p, int c4, const float pr[4])
+{
+    reinterpret_cast<uint2 *>(p)[c4] =
+        make_uint2(tc::Mma<PT>::pack(pr[0], pr[1]), tc::Mma<PT>::pack(pr[2], pr[3]));
+}
+
+// Folds four scores of a row into its (max, sum); columns after `last` are not part of it.
+__device__ __forceinline__ void
+accumulate4(float &m, float &l, const float4 x4, int c4, int last)
+{
+    const float x[4] = {x4.x, x4.y, x4.z, x4.w};
+    float mx = -CUDART_INF_F;
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        if (4 * c4 + e <= last)
+            mx = fmaxf(mx, x[e]);
+    float sum = 0.0f;
+    const float base = mx == -CUDART_INF_F ? 0.0f : mx * kLog2e;
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        if (4 * c4 + e <= last)
+            sum += ex2(fmaf(x[e], kLog2e, -base));
+    combine(m, l, mx, sum);
+}
+
+__device__ __forceinline__ void
+probs4(float pr[4], const float4 x4, int c4, int last, float base, float inv)
+{
+    const float x[4] = {x4.x, x4.y, x4.z, x4.w};
+#pragma unroll
+    for (int e = 0; e < 4; e++)
+        pr[e] = 4 * c4 + e <= last ? ex2(fmaf(x[e], kLog2e, -base)) * inv : 0.0f;
+}
+
 // One warp per score row. Columns after `last` (the causal mask, the padding) get probability 0.
-// The loops are unrolled so that each lane keeps several float4 loads in flight.
-// fmaxf ignores NaN, but a NaN score still reaches the sum, so it poisons the row as it should.
+// VEC > 0: the row (at most 32·VEC float4) stays in registers between the two passes, so it is
+// read once. VEC == 0: any length; the second pass re-reads the row (from L2 if it is still
+// there), and with 16-bit P a __syncwarp orders each step's reads before its writes, which land
+// on floats that this or an earlier step has read. fmaxf ignores NaN, but a NaN score still
+// reaches the sum, so it poisons the row as it should.
+template <typename PT, int VEC>
 __global__ void __launch_bounds__(32 * kSoftmaxWarps)
     softmax_kernel(float *ws, int64_t rows, int n, int causal)
 {
     const int64_t row = (int64_t)blockIdx.x * kSoftmaxWarps + (threadIdx.x >> 5);
     if (row >= rows)
         return;
-    const int lane = threadIdx.x & 31, ld = ws_ld(n);
+    const int lane = threadIdx.x & 31, ld = ws_ld(n), n4 = ld / 4;
     const int last = causal ? (int)(row % n) : n - 1;
-    float4 *r4 = reinterpret_cast<float4 *>(ws + row * ld);
+    const float4 *r4 = reinterpret_cast<const float4 *>(ws + row * ld);
+    PT *out = reinterpret_cast<PT *>(ws + row * ld);
 
     float m = -CUDART_INF_F, l = 0.0f;
+    float4 keep[VEC > 0 ? VEC : 1];
+    if constexpr (VEC > 0) {
+#pragma unroll
+        for (int i = 0; i < VEC; i++) {
+            const int c4 = lane + 32 * i;
+            keep[i] = c4 < n4 ? r4[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+#pragma unroll
+        for (int i = 0; i < VEC; i++)
+            accumulate4(m, l, keep[i], lane + 32 * i, last);
+    } else {
 #pragma unroll 4
-    for (int c4 = lane; c4 < ld / 4; c4 += 32) {
-        const float4 x4 = r4[c4];
-        const float x[4] = {x4.x, x4.y, x4.z, x4.w};
-        float mx = -CUDART_INF_F;
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            if (4 * c4 + e <= last)
-                mx = fmaxf(mx, x[e]);
-        float sum = 0.0f;
-        const float base = mx == -CUDART_INF_F ? 0.0f : mx * kLog2e;
-#pragma unroll
-        for (int e = 0; e < 4; e++)
-            if (4 * c4 + e <= last)
-                sum += ex2(fmaf(x[e], kLog2e, -base));
-        combine(m, l, mx, sum);
+        for (int c4 = lane; c4 < n4; c4 += 32)
+            accumulate4(m, l, r4[c4], c4, last);
     }
 #pragma unroll
     for (int off = 16; off > 0; off >>= 1)
@@ -204,16 +259,47 @@ __global__ void __launch_bounds__(32 * kSoftmaxWarps)
 
     const float inv = 1.0f / l;
     const float base = m == -CUDART_INF_F ? 0.0f : m * kLog2e;
-#pragma unroll 4
-    for (int c4 = lane; c4 < ld / 4; c4 += 32) {
-        const float4 x4 = r4[c4];
-        const float x[4] = {x4.x, x4.y, x4.z, x4.w};
-        float pr[4];
+    float pr[4];
+    if constexpr (VEC > 0) {
+        // Every lane's reads of the row were consumed by the shuffles above: writes may begin.
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-            pr[e] = 4 * c4 + e <= last ? ex2(fmaf(x[e], kLog2e, -base)) * inv : 0.0f;
-        r4[c4] = make_float4(pr[0], pr[1], pr[2], pr[3]);
+        for (int i = 0; i < VEC; i++) {
+            const int c4 = lane + 32 * i;
+            probs4(pr, keep[i], c4, last, base, inv);
+            if (c4 < n4)
+                store4(out, c4, pr);
+        }
+    } else {
+        for (int c0 = 0; c0 < n4; c0 += 32) {
+            const int c4 = c0 + lane;
+            const float4 x4 = c4 < n4 ? r4[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (sizeof(PT) < sizeof(float))
+                __syncwarp();
+            probs4(pr, x4, c4, last, base, inv);
+            if (c4 < n4)
+                store4(out, c4, pr);
+        }
     }
+}
+
+// The softmax of every row, P as PT; the row stays in registers where seq allows it.
+template <typename PT>
+cudaError_t
+launch_softmax(const gp_attn_params &p, float *ws, cudaStream_t stream)
+{
+    const int64_t rows = (int64_t)p.batch * p.heads * p.seq;
+    const dim3 grid((unsigned)((rows + kSoftmaxWarps - 1) / kSoftmaxWarps));
+    const dim3 block(32 * kSoftmaxWarps);
+    const int n4 = ws_ld(p.seq) / 4;
+    if (n4 <= 32 * 2)
+        softmax_kernel<PT, 2><<<grid, block, 0, stream>>>(ws, rows, p.seq, p.causal);
+    else if (n4 <= 32 * 8)
+        softmax_kernel<PT, 8><<<grid, block, 0, stream>>>(ws, rows, p.seq, p.causal);
+    else if (n4 <= 32 * 32)
+        softmax_kernel<PT, 32><<<grid, block, 0, stream>>>(ws, rows, p.seq, p.causal);
+    else
+        softmax_kernel<PT, 0><<<grid, block, 0, stream>>>(ws, rows, p.seq, p.causal);
+    return cudaGetLastError();
 }
 
 // ---- v2: tensor cores ------------------------------------------------------------------------
@@ -269,56 +355,64 @@ __launch_bounds__(kThreads, 2) scores_tc_kernel(const gp_attn_params p, float *w
     }
 }
 
+// The P tile of rows m0.., keys k0.. (kTcRows × kTcKeys 16-bit values, row pitch 2·ld) into a
+// swizzled tile; rows at or past n and chunks at or past the row's ld values read as zeros.
+template <typename T>
+__device__ __forceinline__ void
+load_p_async(T *tile, const T *prob, int m0, int k0, int n, int ld, int tid)
+{
+    constexpr int kChunks = kTcKeys / 8;
+#pragma unroll
+    for (int i = tid; i < kTcRows * kChunks; i += kThreads) {
+        const int r = i / kChunks, c = i % kChunks;
+        const bool valid = m0 + r < n && k0 + 8 * c < ld;
+        const T *src = valid ? prob + (int64_t)(m0 + r) * 2 * ld + k0 + 8 * c : prob;
+        cp_async16(smem_u32(tile + swz<kTcKeys>(r, c)), src, valid);
+    }
+}
+
 template <typename T, int D>
 __global__ void
 __launch_bounds__(kThreads, 2) pv_tc_kernel(const gp_attn_params p, float *ws)
 {
+    constexpr int kPTile = kTcRows * kTcKeys, kVTile = kTcKeys * D;
     extern __shared__ uint4 smem_raw[];
-    T *sv = reinterpret_cast<T *>(smem_raw); // two buffers; the first stages O at the end
+    // Two stages of (V tile, P tile); the first V buffer stages O at the end.
+    T *sv = reinterpret_cast<T *>(smem_raw), *sp = sv + 2 * kVTile;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int b = blockIdx.z, h = blockIdx.y, n = p.seq, ld = ws_ld(n);
     const int m0 = blockIdx.x * kTcRows;
     const Slice<const T> v = slice<const T>(p.v, p.v_stride, b, h);
-    const Slice<T> o = slice<T>(p.o, p.o_stride, b, h);
-    const float *prob = ws_slice(ws, p, b, h);
+    // The softmax left P as T values at the start of each fp32 row: a row pitch of 2·ld values.
+    const T *prob = reinterpret_cast<const T *>(ws_slice(ws, p, b, h));
     const int n_tiles = (n + kTcKeys - 1) / kTcKeys;
 
     float acc[1][D / 8][4] = {};
+    load_p_async<T>(sp, prob, m0, 0, n, ld, tid);
     load_tile_async<T, kTcKeys, D>(sv, v, 0, n, tid);
     cp_async_commit();
-    const int row = m0 + warp * 16 + (lane >> 2);
     for (int j = 0; j < n_tiles; j++) {
-        // P of this tile as A-fragment pairs: register r covers row + 8(r&1), column 8(r>>1).
-        float2 pf[kTcKeys / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < kTcKeys / 16; kk++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                const int pr = row + 8 * (r & 1);
-                const int pc = j * kTcKeys + kk * 16 + 8 * (r >> 1) + 2 * (lane & 3);
-                pf[kk][r] = pr < n && pc < ld
-                                ? *reinterpret_cast<const float2 *>(prob + (int64_t)pr * ld + pc)
-                                : make_float2(0.0f, 0.0f);
-            }
         cp_async_wait<0>();
-        __syncthreads();
-        if (j + 1 < n_tiles)
-            load_tile_async<T, kTcKeys, D>(sv + ((j + 1) % 2) * kTcKeys * D, v, (j + 1) * kTcKeys,
-                                           n, tid);
+        __syncthreads(); // tile j visible to all; every warp is done with tile j-1's buffers
+        if (j + 1 < n_tiles) {
+            const int nb = (j + 1) % 2;
+            load_p_async<T>(sp + nb * kPTile, prob, m0, (j + 1) * kTcKeys, n, ld, tid);
+            load_tile_async<T, kTcKeys, D>(sv + nb * kVTile, v, (j + 1) * kTcKeys, n, tid);
+        }
         cp_async_commit();
+        const T *ptile = sp + (j % 2) * kPTile;
         pv_tile<T, D, 1, kTcKeys>(
             acc,
             [&](int, int kk, uint32_t a[4]) {
-#pragma unroll
-                for (int r = 0; r < 4; r++)
-                    a[r] = Mma<T>::pack(pf[kk][r].x, pf[kk][r].y);
+                ldmatrix_x4(a, smem_u32(ptile + swz<kTcKeys>(warp * 16 + (lane & 15),
+                                                             kk * 2 + (lane >> 4))));
             },
-            sv + (j % 2) * kTcKeys * D, lane);
+            sv + (j % 2) * kVTile, lane);
     }
     cp_async_wait<0>();
     __syncthreads(); // every warp is done with both V buffers
     const float one[1][2] = {{1.0f, 1.0f}};
-    store_o<T, D, 1>(acc, one, sv, warp * 16, o, m0, n, lane);
+    store_o<T, D, 1>(acc, one, sv, warp * 16, slice<T>(p.o, p.o_stride, b, h), m0, n, lane);
 }
 
 // ---- launchers -------------------------------------------------------------------------------
@@ -340,12 +434,9 @@ launch_tc(const gp_attn_params &p, float *ws, cudaStream_t stream)
         launch_with_smem(scores_tc_kernel<T, D>, grid, dim3(kThreads), smem_s, stream, p, ws);
     if (err != cudaSuccess)
         return err;
-    const int64_t rows = (int64_t)p.batch * p.heads * p.seq;
-    softmax_kernel<<<(unsigned)((rows + kSoftmaxWarps - 1) / kSoftmaxWarps), 32 * kSoftmaxWarps, 0,
-                     stream>>>(ws, rows, p.seq, p.causal);
-    if ((err = cudaGetLastError()) != cudaSuccess)
+    if ((err = launch_softmax<T>(p, ws, stream)) != cudaSuccess)
         return err;
-    const size_t smem_v = (size_t)2 * kTcKeys * D * sizeof(T);
+    const size_t smem_v = (size_t)2 * (kTcKeys * D + kTcRows * kTcKeys) * sizeof(T);
     return launch_with_smem(pv_tc_kernel<T, D>, grid, dim3(kThreads), smem_v, stream, p, ws);
 }
 
@@ -358,10 +449,7 @@ launch_simt(const gp_attn_params &p, float *ws, cudaStream_t stream)
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess)
         return err;
-    const int64_t rows = (int64_t)p.batch * p.heads * p.seq;
-    softmax_kernel<<<(unsigned)((rows + kSoftmaxWarps - 1) / kSoftmaxWarps), 32 * kSoftmaxWarps, 0,
-                     stream>>>(ws, rows, p.seq, p.causal);
-    if ((err = cudaGetLastError()) != cudaSuccess)
+    if ((err = launch_softmax<float>(p, ws, stream)) != cudaSuccess)
         return err;
     const int d_tiles = (p.head_dim + kSimtTile - 1) / kSimtTile;
     pv_simt_kernel<T><<<grid_for(p, kSimtTile, d_tiles), kSimtThreads, 0, stream>>>(p, ws);

@@ -52,16 +52,51 @@ def test_matches_reference(impl, dtype, head_dim, seq, causal):
     check(run(impl, q, k, v, dtype, causal), q, k, v, dtype, causal)
 
 
+@pytest.mark.parametrize("variant", range(1, _C.ATTENTION_MAX_VARIANT + 1))
 @pytest.mark.parametrize("head_dim", [64, 128])
-@pytest.mark.parametrize("seq", [1, 17, 200, 1000])
+@pytest.mark.parametrize("seq", [1, 17, 127, 1000, 4097])
 @pytest.mark.parametrize("causal", [False, True])
-def test_flash_tc_variant_one(head_dim, seq, causal):
-    """The alternative tiles (Q re-read from shared memory; 32-row warps at head_dim 128)."""
-    q, k, v = inputs((2, 2, seq, head_dim), "bfloat16")
-    out = poisoned(q.shape, "bfloat16")
-    _C._attention(*(kernels.to_device(x, "bfloat16") for x in (q, k, v)), out, impl="flash_tc",
+def test_flash_tc_variants(variant, head_dim, seq, causal):
+    """The alternative tiles kept for tuning (kernels/attention_flash_tc.cu lists them)."""
+    dtype = "float16" if variant % 2 else "bfloat16"  # both element types across the variants
+    q, k, v = inputs((2, 2, seq, head_dim) if seq < 4097 else (1, 1, seq, head_dim), dtype)
+    out = poisoned(q.shape, dtype)
+    _C._attention(*(kernels.to_device(x, dtype) for x in (q, k, v)), out, impl="flash_tc",
+                  causal=causal, variant=variant)
+    check(out.numpy(), q, k, v, dtype, causal)
+
+
+@pytest.mark.parametrize("variant", range(1, _C.ATTENTION_MAX_VARIANT + 1))
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_tc_variants_peaked_scores(variant, causal):
+    """Spread-out scores move the running max often: the lazy rescale must stay exact."""
+    q, k, v = inputs((1, 4, 300, 128), "float16", spread=6.0)
+    out = poisoned(q.shape, "float16")
+    _C._attention(*(kernels.to_device(x, "float16") for x in (q, k, v)), out, impl="flash_tc",
+                  causal=causal, scale=0.3, variant=variant)
+    check(out.numpy(), q, k, v, "float16", causal, 0.3)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("seq", [1, 17, 127, 1000, 4097])
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_prefetch_variant(dtype, head_dim, seq, causal):
+    """flash variant 1 (the next K and V tiles loaded during the current one)."""
+    q, k, v = inputs((1, 2, seq, head_dim), dtype)
+    out = poisoned(q.shape, dtype)
+    _C._attention(*(kernels.to_device(x, dtype) for x in (q, k, v)), out, impl="flash",
                   causal=causal, variant=1)
-    check(out.numpy(), q, k, v, "bfloat16", causal)
+    check(out.numpy(), q, k, v, dtype, causal)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("seq", [4095, 4096, 4100, 8200])
+@pytest.mark.parametrize("causal", [False, True])
+def test_naive_softmax_paths(dtype, seq, causal):
+    """Around the register-resident softmax's limit (4096 columns) and past it (two passes)."""
+    q, k, v = inputs((1, 1, seq, 64), dtype)
+    check(run("naive", q, k, v, dtype, causal), q, k, v, dtype, causal)
 
 
 @pytest.mark.parametrize("impl, dtype", [("naive", "bfloat16"), ("flash", "float32"),

@@ -95,8 +95,13 @@ def test_flops_convention():
 def test_bytes_compulsory_and_naive():
     assert attention_bytes(1, 1, 4096, 64, "bfloat16") == 4 * 4096 * 64 * 2
     assert attention_bytes(1, 1, 4096, 64, "float32", impl="flash_tc") == 4 * 4096 * 64 * 4
+    # 16-bit P on the tensor-core path (head_dim 64/128): S write 4 + read 4, P write 2 + read 2
     assert attention_bytes(2, 8, 4096, 128, "float16", impl="naive") == \
-        2 * 8 * (4 * 4096 * 128 * 2 + 16 * 4096**2)
+        2 * 8 * (4 * 4096 * 128 * 2 + 12 * 4096**2)
+    assert attention_bytes(1, 1, 4096, 80, "float16", impl="naive") == \
+        4 * 4096 * 80 * 2 + 16 * 4096**2
+    assert attention_bytes(1, 1, 4096, 64, "float32", impl="naive") == \
+        4 * 4096 * 64 * 4 + 16 * 4096**2
     assert attention_bytes(1, 1, 100, 64, impl="naive", causal=True) == \
         attention_bytes(1, 1, 100, 64, impl="naive")
     with pytest.raises(ValueError, match="dtype must be one of"):
