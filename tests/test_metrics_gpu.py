@@ -366,7 +366,8 @@ def test_attention_self_check(impl, expected):
     tensor-core flash compute-bound on the tensor pipe."""
     np = pytest.importorskip("numpy")
     rng = np.random.default_rng()
-    q, k, v = (gp.kernels.to_device(rng.standard_normal((1, 8, 2048, 64)).astype(np.float16))
+    # enough blocks to fill the GPU (4·16·2048/128 = 1024): a small launch reads as latency-bound
+    q, k, v = (gp.kernels.to_device(rng.standard_normal((4, 16, 2048, 64)).astype(np.float16))
                for _ in range(3))
     r = gp.metrics(gp.kernels.attention, q, k, v, impl=impl, metrics=["sol", "tensor"])
     main = max(range(len(r.kernels)), key=lambda i: r.kernels[i][DURATION])
