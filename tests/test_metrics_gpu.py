@@ -360,19 +360,27 @@ def test_metrics_while_torch_profiler_holds_cupti():
 # ---- self-check on the bundled attention kernels ---------------------------------------------
 
 
-@pytest.mark.parametrize("impl, expected", [("naive", "memory-bound"), ("flash_tc", "compute-bound")])
-def test_attention_self_check(impl, expected):
-    """The bundled kernels read as they are built: naive (materialized scores) memory-bound,
-    tensor-core flash compute-bound on the tensor pipe."""
+@pytest.mark.parametrize("impl", ["naive", "flash_tc"])
+def test_attention_self_check(impl):
+    """The bundled kernels read as they are built. Placement on the roofline (measured bytes and
+    FLOPs against measured ceilings) is the verdict that does not depend on how well a kernel is
+    tuned: naive attention (scores materialized in DRAM) sits left of the ridge point in every
+    kernel, tensor-core flash far right of it with the tensor pipe its busiest unit. The SOL
+    verdict is checked not to contradict that (mma.sync flash keeps the tensor pipe about half
+    busy on Hopper, which the 60 % SOL threshold calls "mixed")."""
     np = pytest.importorskip("numpy")
     rng = np.random.default_rng()
     # enough blocks to fill the GPU (4·16·2048/128 = 1024): a small launch reads as latency-bound
     q, k, v = (gp.kernels.to_device(rng.standard_normal((4, 16, 2048, 64)).astype(np.float16))
                for _ in range(3))
-    r = gp.metrics(gp.kernels.attention, q, k, v, impl=impl, metrics=["sol", "tensor"])
-    main = max(range(len(r.kernels)), key=lambda i: r.kernels[i][DURATION])
-    values = r.kernels[main].values
-    assert r.bound(main).bound.startswith(expected), (impl, r.kernels[main].name, values)
-    if expected == "compute-bound":
-        assert values[TENSOR_PIPE] > 50, values
-    assert MEMORY_SOL in values
+    r = gp.metrics(gp.kernels.attention, q, k, v, impl=impl, metrics=["sol", "tensor", "roofline"])
+    c = gp.ceilings()
+    for i in range(len(r.kernels)):
+        point, sol = r.roofline(c, kernel=i), r.bound(i)
+        if impl == "naive":
+            assert point.region == "memory", (r.kernels[i].name, point, sol)
+            assert not sol.bound.startswith("compute"), (r.kernels[i].name, sol)
+        else:
+            assert point.region == "compute", (r.kernels[i].name, point, sol)
+            assert not sol.bound.startswith("memory"), (r.kernels[i].name, sol)
+            assert r.kernels[i].values[TENSOR_PIPE] >= 40, r.kernels[i].values
