@@ -15,7 +15,7 @@ import pytest
 
 import gpuprofile as gp
 from gpuprofile import _C
-from gpuprofile.metric_sets import DRAM_READ, DRAM_WRITE, DURATION, MEMORY_SOL, SM_SOL, TENSOR_PIPE
+from gpuprofile.metric_sets import DRAM_READ, DRAM_WRITE, DURATION, SM_SOL, TENSOR_PIPE
 
 pytestmark = pytest.mark.gpu
 
