@@ -24,6 +24,11 @@
 //       flight do not fit in L2 and the re-read went to DRAM. P·V loads P tiles with cp.async
 //       (16-byte chunks, zero-filled past the row) and ldmatrix.x4 instead of 4-byte loads.
 //       12 bytes per score in all (S: write 4, read 4; P: write 2, read 2), against 16.
+//   v4  head_dim 128: P·V blocks of 128 query rows (32 per warp) instead of 64. Measured on an
+//       H200 (gpuprofile.profile), v3's P·V took 1.09 ms at seq 4096 where its P read needs
+//       0.55 ms and its MMAs 0.43: every 64-row block re-read all of V from L2, 24 KB per tile
+//       for 64 MMAs per warp. Twice the rows halve the V re-reads and double the work per tile
+//       (242 registers, 2 blocks per SM).
 // The workspace row stride is seq rounded up to 8 floats, so every row is 16-byte aligned, and so
 // is every 8-element chunk of a 16-bit P row; the padding columns are never part of a softmax and
 // are written as zero probabilities.
@@ -355,15 +360,15 @@ __launch_bounds__(kThreads, 2) scores_tc_kernel(const gp_attn_params p, float *w
     }
 }
 
-// The P tile of rows m0.., keys k0.. (kTcRows × kTcKeys 16-bit values, row pitch 2·ld) into a
+// The P tile of rows m0.., keys k0.. (ROWS × kTcKeys 16-bit values, row pitch 2·ld) into a
 // swizzled tile; rows at or past n and chunks at or past the row's ld values read as zeros.
-template <typename T>
+template <typename T, int ROWS>
 __device__ __forceinline__ void
 load_p_async(T *tile, const T *prob, int m0, int k0, int n, int ld, int tid)
 {
     constexpr int kChunks = kTcKeys / 8;
 #pragma unroll
-    for (int i = tid; i < kTcRows * kChunks; i += kThreads) {
+    for (int i = tid; i < ROWS * kChunks; i += kThreads) {
         const int r = i / kChunks, c = i % kChunks;
         const bool valid = m0 + r < n && k0 + 8 * c < ld;
         const T *src = valid ? prob + (int64_t)(m0 + r) * 2 * ld + k0 + 8 * c : prob;
@@ -371,24 +376,28 @@ load_p_async(T *tile, const T *prob, int m0, int k0, int n, int ld, int tid)
     }
 }
 
-template <typename T, int D>
+// MT row tiles of 16 per warp: a block of 64·MT query rows. With MT = 2 (head_dim 128) each V tile
+// read from L2 feeds twice the MMAs, and V is re-read by half as many blocks.
+template <typename T, int D, int MT>
 __global__ void
 __launch_bounds__(kThreads, 2) pv_tc_kernel(const gp_attn_params p, float *ws)
 {
-    constexpr int kPTile = kTcRows * kTcKeys, kVTile = kTcKeys * D;
+    constexpr int kRows = kWarps * 16 * MT;
+    constexpr int kPTile = kRows * kTcKeys, kVTile = kTcKeys * D;
+    static_assert(kRows * D <= 2 * kVTile, "O is staged in the two V buffers");
     extern __shared__ uint4 smem_raw[];
-    // Two stages of (V tile, P tile); the first V buffer stages O at the end.
+    // Two stages of (V tile, P tile); the V buffers stage O at the end.
     T *sv = reinterpret_cast<T *>(smem_raw), *sp = sv + 2 * kVTile;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int b = blockIdx.z, h = blockIdx.y, n = p.seq, ld = ws_ld(n);
-    const int m0 = blockIdx.x * kTcRows;
+    const int m0 = blockIdx.x * kRows;
     const Slice<const T> v = slice<const T>(p.v, p.v_stride, b, h);
     // The softmax left P as T values at the start of each fp32 row: a row pitch of 2·ld values.
     const T *prob = reinterpret_cast<const T *>(ws_slice(ws, p, b, h));
     const int n_tiles = (n + kTcKeys - 1) / kTcKeys;
 
-    float acc[1][D / 8][4] = {};
-    load_p_async<T>(sp, prob, m0, 0, n, ld, tid);
+    float acc[MT][D / 8][4] = {};
+    load_p_async<T, kRows>(sp, prob, m0, 0, n, ld, tid);
     load_tile_async<T, kTcKeys, D>(sv, v, 0, n, tid);
     cp_async_commit();
     for (int j = 0; j < n_tiles; j++) {
@@ -396,23 +405,26 @@ __launch_bounds__(kThreads, 2) pv_tc_kernel(const gp_attn_params p, float *ws)
         __syncthreads(); // tile j visible to all; every warp is done with tile j-1's buffers
         if (j + 1 < n_tiles) {
             const int nb = (j + 1) % 2;
-            load_p_async<T>(sp + nb * kPTile, prob, m0, (j + 1) * kTcKeys, n, ld, tid);
+            load_p_async<T, kRows>(sp + nb * kPTile, prob, m0, (j + 1) * kTcKeys, n, ld, tid);
             load_tile_async<T, kTcKeys, D>(sv + nb * kVTile, v, (j + 1) * kTcKeys, n, tid);
         }
         cp_async_commit();
         const T *ptile = sp + (j % 2) * kPTile;
-        pv_tile<T, D, 1, kTcKeys>(
+        pv_tile<T, D, MT, kTcKeys>(
             acc,
-            [&](int, int kk, uint32_t a[4]) {
-                ldmatrix_x4(a, smem_u32(ptile + swz<kTcKeys>(warp * 16 + (lane & 15),
+            [&](int mt, int kk, uint32_t a[4]) {
+                ldmatrix_x4(a, smem_u32(ptile + swz<kTcKeys>(warp * 16 * MT + mt * 16 + (lane & 15),
                                                              kk * 2 + (lane >> 4))));
             },
             sv + (j % 2) * kVTile, lane);
     }
     cp_async_wait<0>();
     __syncthreads(); // every warp is done with both V buffers
-    const float one[1][2] = {{1.0f, 1.0f}};
-    store_o<T, D, 1>(acc, one, sv, warp * 16, slice<T>(p.o, p.o_stride, b, h), m0, n, lane);
+    float one[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+        one[mt][0] = one[mt][1] = 1.0f;
+    store_o<T, D, MT>(acc, one, sv, warp * 16 * MT, slice<T>(p.o, p.o_stride, b, h), m0, n, lane);
 }
 
 // ---- launchers -------------------------------------------------------------------------------
@@ -436,8 +448,10 @@ launch_tc(const gp_attn_params &p, float *ws, cudaStream_t stream)
         return err;
     if ((err = launch_softmax<T>(p, ws, stream)) != cudaSuccess)
         return err;
-    const size_t smem_v = (size_t)2 * (kTcKeys * D + kTcRows * kTcKeys) * sizeof(T);
-    return launch_with_smem(pv_tc_kernel<T, D>, grid, dim3(kThreads), smem_v, stream, p, ws);
+    constexpr int kMT = D == 128 ? 2 : 1;
+    const size_t smem_v = (size_t)2 * (kTcKeys * D + kWarps * 16 * kMT * kTcKeys) * sizeof(T);
+    return launch_with_smem(pv_tc_kernel<T, D, kMT>, grid_for(p, kWarps * 16 * kMT),
+                            dim3(kThreads), smem_v, stream, p, ws);
 }
 
 template <typename T>
