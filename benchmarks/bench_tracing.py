@@ -28,6 +28,7 @@ import time
 MODES = {
     "off": "no tracing",
     "bare-cupti": "bare CUPTI client, CONCURRENT_KERNEL",
+    "bare-cupti-api": "bare CUPTI client, + RUNTIME, DRIVER, EXTERNAL_CORRELATION",
     "kernels": "profile(kernels only, regions=False)",
     "kernels+regions": "profile(kernels, regions=True) in a region",
     "default": "profile() (all kinds) in a region",
@@ -37,8 +38,9 @@ MODES = {
 
 # ---- children: one configuration per process ---------------------------------------------------
 
-def _bare_cupti():
-    """A minimal CUPTI client through ctypes: what any tracer pays inside CUPTI."""
+def _bare_cupti(kinds=(10,)):
+    """A minimal CUPTI client through ctypes: what any tracer pays inside CUPTI for `kinds`
+    (CUpti_ActivityKind values; 10 = CONCURRENT_KERNEL)."""
     import ctypes
 
     from gpuprofile import _C
@@ -64,7 +66,8 @@ def _bare_cupti():
 
     callbacks = (req_t(requested), done_t(completed))
     assert lib.cuptiActivityRegisterCallbacks(*callbacks) == 0
-    assert lib.cuptiActivityEnable(10) == 0  # CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+    for kind in kinds:
+        assert lib.cuptiActivityEnable(kind) == 0
     return lambda: lib.cuptiActivityFlushAll(1), callbacks
 
 
@@ -80,6 +83,9 @@ def child_launch(mode: str, n: int, repeats: int) -> dict:
     keep = None
     if mode == "bare-cupti":
         flush, keep = _bare_cupti()
+        ctx.callback(flush)
+    elif mode == "bare-cupti-api":  # the kinds gpuprofile's region attribution enables
+        flush, keep = _bare_cupti((10, 5, 4, 39))  # + RUNTIME, DRIVER, EXTERNAL_CORRELATION
         ctx.callback(flush)
     elif mode == "kernels":
         ctx.enter_context(gp.profile(memcpy=False, memset=False, memory=False, regions=False))
