@@ -8,7 +8,7 @@ help:
 	@echo "build     editable install (GPUPROFILE_CUDA_ARCHS=$(ARCHS))"
 	@echo "test      pytest (GPU tests skipped without a device)"
 	@echo "test-gpu  only the GPU tests (pytest -m gpu)"
-	@echo "bench     benchmarks/bench_overhead.py (needs a GPU)"
+	@echo "bench     every benchmark in benchmarks/ (needs a GPU; see docs/benchmarks.md)"
 	@echo "format    clang-format and ruff format"
 	@echo "lint      ruff check and clang-format --dry-run"
 
@@ -22,7 +22,11 @@ test-gpu:
 	$(PYTHON) -m pytest -m gpu
 
 bench:
-	$(PYTHON) benchmarks/bench_overhead.py
+	$(PYTHON) benchmarks/bench_overhead.py --json overhead.json
+	$(PYTHON) benchmarks/bench_accuracy.py --out bench_accuracy.json
+	$(PYTHON) benchmarks/bench_tracing.py --output bench_tracing.json
+	$(PYTHON) benchmarks/bench_metrics.py --output bench_metrics.json
+	$(PYTHON) benchmarks/check_attention.py --output attention_check.json --sweep attention_sweep.json --plots plots/
 
 format:
 	clang-format -i csrc/*.c csrc/*.h kernels/*.cu kernels/*.h
