@@ -78,7 +78,7 @@ def child_launch(mode: str, n: int, repeats: int) -> dict:
     from gpuprofile import _C
 
     _C._launch_empty(1000)
-    _C._device_synchronize()
+    _C._synchronize()
     ctx = contextlib.ExitStack()
     keep = None
     if mode == "bare-cupti":
@@ -103,10 +103,10 @@ def child_launch(mode: str, n: int, repeats: int) -> dict:
     per_launch = []
     with ctx:
         _C._launch_empty(1000)  # warm-up under the tracer
-        _C._device_synchronize()
+        _C._synchronize()
         for _ in range(repeats):
             per_launch.append(_C._launch_empty(n) / n)
-            _C._device_synchronize()
+            _C._synchronize()
     del keep
     return {"mode": mode, "launches": n, "repeats": repeats, "ns_per_launch": per_launch,
             "median_ns": statistics.median(per_launch)}
@@ -145,7 +145,7 @@ def child_big(n: int, regions: bool) -> dict:
                 out["launch_s"] = _C._launch_empty(n) / 1e9
         else:
             out["launch_s"] = _C._launch_empty(n) / 1e9
-        _C._device_synchronize()  # the GPU's share is not the flush's
+        _C._synchronize()  # the GPU's share is not the flush's
         t = time.perf_counter()
         p.stop()
         out["stop_flush_s"] = time.perf_counter() - t

@@ -1,4 +1,4 @@
-/* _bench_alloc/_bench_free, _bench_stream_create/_bench_stream_destroy and _bench_read: thin
+/* _bench_stream_create/_bench_stream_destroy and _bench_read: thin
  * calls that gpuprofile/kernels.py and gpuprofile/streams.py wrap in owning Python objects. */
 #include "devbuf.h"
 #include "bench_kernels.h"
@@ -34,44 +34,6 @@ parse_pointer(PyObject *obj, const char *what, void **out)
         return -1;
     *out = (void *)(uintptr_t)v;
     return 0;
-}
-
-/* _bench_alloc(nbytes) -> int: zeroed device memory on the current device. */
-static PyObject *
-bench_alloc(PyObject *module, PyObject *arg)
-{
-    Py_ssize_t nbytes = PyLong_AsSsize_t(arg);
-    if (nbytes == -1 && PyErr_Occurred())
-        return NULL;
-    if (nbytes <= 0)
-        return PyErr_Format(PyExc_ValueError, "nbytes must be positive, got %zd", nbytes);
-    if (gp_require_device() < 0)
-        return NULL;
-    void *ptr = NULL;
-    cudaError_t err;
-    GP_CUDA_CHECK(cudaMalloc(&ptr, (size_t)nbytes));
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaMemset(ptr, 0, (size_t)nbytes);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) {
-        (void)cudaFree(ptr);
-        return gp_set_cuda_error(err, "cudaMemset(new buffer)", __FILE__, __LINE__);
-    }
-    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)ptr);
-error:
-    return NULL;
-}
-
-static PyObject *
-bench_free(PyObject *module, PyObject *arg)
-{
-    void *ptr;
-    if (parse_pointer(arg, "pointer", &ptr) < 0)
-        return NULL;
-    GP_CUDA_CHECK(cudaFree(ptr));
-    Py_RETURN_NONE;
-error:
-    return NULL;
 }
 
 /* _bench_stream_create() -> int: a non-blocking stream on the current device. */
@@ -153,9 +115,6 @@ error:
 }
 
 static PyMethodDef devbuf_methods[] = {
-    {"_bench_alloc", bench_alloc, METH_O,
-     "Zeroed device memory (int pointer) on the current device."},
-    {"_bench_free", bench_free, METH_O, "Free memory from _bench_alloc."},
     {"_bench_stream_create", bench_stream_create, METH_NOARGS, "A new non-blocking stream (int)."},
     {"_bench_stream_destroy", bench_stream_destroy, METH_O,
      "Destroy a stream from _bench_stream_create."},

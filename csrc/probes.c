@@ -124,22 +124,6 @@ error:
     return NULL;
 }
 
-/* _device_synchronize(): cudaDeviceSynchronize on the current device, GIL released. */
-static PyObject *
-device_synchronize(PyObject *module, PyObject *unused)
-{
-    if (gp_require_device() < 0)
-        return NULL;
-    cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaDeviceSynchronize();
-    Py_END_ALLOW_THREADS
-    GP_CUDA_CHECK(err);
-    Py_RETURN_NONE;
-error:
-    return NULL;
-}
-
 /* _device_reset(): cudaDeviceReset, to test what survives a destroyed context. */
 static PyObject *
 device_reset(PyObject *module, PyObject *unused)
@@ -161,7 +145,6 @@ static PyMethodDef probe_methods[] = {
      "_probe_occupancy(block_size, dynamic_smem=0): cudaOccupancyMaxActiveBlocksPerMultiprocessor."},
     {"_launch_empty", (PyCFunction)(void (*)(void))launch_empty, METH_VARARGS | METH_KEYWORDS,
      "_launch_empty(n, stream=None) -> ns: launch n empty kernels; host ns spent launching."},
-    {"_device_synchronize", device_synchronize, METH_NOARGS, "cudaDeviceSynchronize()."},
     {"_device_reset", device_reset, METH_NOARGS, "cudaDeviceReset() (tests of faults)."},
     {NULL, NULL, 0, NULL},
 };

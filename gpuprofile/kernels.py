@@ -29,8 +29,9 @@ class DeviceBuffer:
             raise ValueError(f"nbytes must be >= 16, got {nbytes}")
         self.nbytes = nbytes
         # One more 16-byte word: the read kernel's sink, never written for zeroed data.
-        self.ptr = _C._bench_alloc(nbytes + 16)
-        self._finalizer = weakref.finalize(self, _C._bench_free, self.ptr)
+        self.ptr = _C._device_malloc(nbytes + 16)
+        self._finalizer = weakref.finalize(self, _C._device_free, self.ptr)
+        _C._device_memset(self.ptr, 0, nbytes + 16)
 
     def close(self) -> None:
         self._finalizer()

@@ -35,7 +35,7 @@ def test_async_allocations_are_seen():
     with gp.memory.track() as t:
         ptr = C._device_malloc(64 * MiB, None)  # cudaMallocAsync on the default stream
         C._device_free(ptr, None)
-        C._device_synchronize()
+        C._synchronize()
     tl = t.timeline
     allocs = tl[(tl["op"] == "alloc") & (tl["bytes"] >= 64 * MiB)]
     assert len(allocs) >= 1 and allocs["is_async"].any()

@@ -107,7 +107,7 @@ def test_kernels_from_threads_go_to_their_own_regions():
 def test_timestamps_against_the_host_clock():
     with gp.profile(memory=False) as p, gp.region("sync"):
         gp.kernels.spin(2_000_000)
-        C._device_synchronize()
+        C._synchronize()
     k = _by_name(p, SPIN)[0]
     assert 2_000_000 <= k["duration_ns"] <= 2_300_000
     r = gp.records()
@@ -128,7 +128,7 @@ def test_copies_and_sets_are_recorded_with_their_region():
             with gp.region("copy"):
                 C._device_copy_from_host(ptr, bytes(n))
                 C._device_memset(ptr, 7, n)
-            C._device_synchronize()
+            C._synchronize()
     finally:
         C._device_free(ptr)
     c = p.memcpy
