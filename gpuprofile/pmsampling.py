@@ -131,6 +131,7 @@ def sample(fn, *args, interval_us: float = 20, metrics=None, max_samples: int = 
         times, values, info = sampler.samples()
     finally:
         sampler.close()
+    info = {**info, "device": _C._current_device()}  # the trace puts the counters on this GPU
     fields = {m: field_name(m) for m in names}
     if len(set(fields.values())) != len(fields):
         raise ValueError("two metrics map to the same field name; pass distinct metrics")

@@ -387,10 +387,12 @@ class Profile:
             partial=w.partial,
         )
 
-    def export_chrome_trace(self, path, details: bool = True) -> str:
+    def export_chrome_trace(self, path, details: bool = True, samples=None) -> str:
         """Write a Chrome trace (JSON; gzip-compressed when `path` ends in .gz) that opens in
         Perfetto (ui.perfetto.dev) and chrome://tracing. `details=False` leaves out per-kernel
-        launch arguments (grid, block, registers, ...) for a smaller file. Returns the path."""
+        launch arguments (grid, block, registers, ...) for a smaller file. `samples`: results of
+        gpuprofile.sample() (PM sampling) taken during the profile, added as counter tracks of
+        their GPU. Returns the path."""
         from .trace import write_chrome_trace
 
         w = self._stopped()
@@ -403,7 +405,7 @@ class Profile:
             metadata={"dropped_records": self.dropped, "partial": w.partial,
                       "clock_offset_ns": w.offset_ns,
                       "clock_offset_uncertainty_ns": w.offset_uncertainty_ns},
-            kernel_codes={"name": codes["name"], "region": region},
+            kernel_codes={"name": codes["name"], "region": region}, samples=samples,
         )
 
     def to_dict(self) -> dict:

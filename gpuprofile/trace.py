@@ -274,6 +274,24 @@ def _memory_events(memory, base: int) -> bytes:
     return "".join(lines).encode()
 
 
+def _sample_events(samples, base: int) -> bytes:
+    """PM-sampling results (gpuprofile.sample()) as counter tracks of their device's GPU process:
+    one counter per result, one value per metric and sample, stamped at the sample's start."""
+    lines = []
+    for result in samples or ():
+        rows = result.samples
+        if not len(rows):
+            continue
+        pid = GPU_PID_BASE + int(result.info.get("device", 0))
+        fields = [result.fields[m] for m in result.metrics]
+        columns = [rows[f].tolist() for f in fields]
+        for i, ts in enumerate(rows["start_ns"].tolist()):
+            args = ",".join(f'"{f}":{json.dumps(col[i])}' for f, col in zip(fields, columns, strict=True))
+            lines.append(f'{{"ph":"C","name":"PM sampling","pid":{pid},"ts":{_us(ts - base)},'
+                         f'"args":{{{args}}}}},\n')
+    return "".join(lines).encode()
+
+
 def _metadata(kernels, memcpy, memset, memory, regions, pid: int) -> list:
     devices = set()
     streams = set()
@@ -320,9 +338,10 @@ def _open(path: str, compress: bool):
 
 def write_chrome_trace(path, *, kernels, memcpy, memset, memory, regions, offset_ns: int,
                        t0_ns: int, t1_ns: int, details: bool = True, metadata=None,
-                       kernel_codes=None) -> str:
-    """Write the trace to `path` (see the module docstring). Times of kernels, copies, sets and
-    memory events are CUPTI ns; region records are host ns and move by `offset_ns`.
+                       kernel_codes=None, samples=None) -> str:
+    """Write the trace to `path` (see the module docstring). Times of kernels, copies, sets,
+    memory events and PM samples (`samples`: gpuprofile.sample() results) are CUPTI ns; region
+    records are host ns and move by `offset_ns`.
     `kernel_codes` optionally gives integer codes of the kernels' names and regions
     ({'name': ..., 'region': ...}). The file is written next to `path` and renamed into place,
     so a failed export leaves no partial file."""
@@ -350,6 +369,7 @@ def write_chrome_trace(path, *, kernels, memcpy, memset, memory, regions, offset
                 f.write(block)
             f.write(_gpu_region_events(kernels, all_regions, base))
             f.write(_memory_events(memory, base))
+            f.write(_sample_events(samples, base))
             # the last event carries no trailing comma
             f.write(b'{"ph":"M","name":"process_labels","pid":%d,"args":{"labels":"gpuprofile"}}'
                     b"\n]}\n" % pid)

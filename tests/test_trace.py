@@ -173,3 +173,23 @@ def test_export_of_200k_kernels_is_fast(tmp_path):
     assert elapsed < 10
     with open(tmp_path / "big.json") as f:
         assert sum(1 for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel") == n
+
+
+def test_pm_samples_become_counter_tracks_of_their_gpu(tmp_path):
+    from gpuprofile.pmsampling import SampleResult
+
+    rows = np.zeros(3, [("start_ns", "<u8"), ("end_ns", "<u8"), ("sm_active", "<f8"), ("dram", "<f8")])
+    rows["start_ns"] = [S.T0 + 1000, S.T0 + 21000, S.T0 + 41000]
+    rows["end_ns"] = rows["start_ns"] + 20000
+    rows["sm_active"], rows["dram"] = [10.0, 95.5, 0.0], [1.5, 80.0, 0.25]
+    metric = {"sm__cycles_active.avg.pct_of_peak_sustained_elapsed": "sm_active",
+              "dram__throughput.avg.pct_of_peak_sustained_elapsed": "dram"}
+    s = SampleResult(rows, list(metric), metric, 20000, {"device": 1})
+    trace = _trace(tmp_path, _sample(), samples=[s])
+    counters = [e for e in _by_ph(trace, "C") if e["name"] == "PM sampling"]
+    assert [e["args"] for e in counters] == [{"sm_active": 10.0, "dram": 1.5},
+                                              {"sm_active": 95.5, "dram": 80.0},
+                                              {"sm_active": 0.0, "dram": 0.25}]
+    assert {e["pid"] for e in counters} == {GPU_PID_BASE + 1}
+    ts = [e["ts"] for e in counters]
+    assert ts == sorted(ts) and ts[1] - ts[0] == pytest.approx(20.0)  # µs, 20 µs apart
