@@ -3,7 +3,8 @@
 The hardware samples one-pass metric sets every `interval_us` of GPU time while fn runs; each
 sample has start/end timestamps in CUPTI's timestamp domain (cuptiGetTimestamp, ns), the clock
 of gpuprofile's kernel trace, so samples can be drawn as counter tracks beside the kernels
-(SampleResult.counter_events()). Samples that began before sampling started are dropped.
+(Profile.export_chrome_trace(path, samples=[result])). Samples that began before sampling
+started are dropped.
 """
 
 from __future__ import annotations
@@ -54,14 +55,6 @@ class SampleResult:
     def arrays(self) -> dict:
         """{field: 1-D array}, including start_ns and end_ns."""
         return {name: self.samples[name] for name in self.samples.dtype.names}
-
-    def counter_events(self, pid: int = 0, name: str = "gpu counters") -> list:
-        """Chrome-trace counter events ("ph": "C", ts in µs of the CUPTI clock), one per sample."""
-        events = []
-        for row in self.samples:
-            args = {self.fields[m]: float(row[self.fields[m]]) for m in self.metrics}
-            events.append({"name": name, "ph": "C", "pid": pid, "ts": row["start_ns"] / 1e3, "args": args})
-        return events
 
     def to_dict(self) -> dict:
         return {"metrics": list(self.metrics), "fields": dict(self.fields),
