@@ -321,6 +321,24 @@ def test_pm_sampling_follows_the_copy(copy):
     assert s.info["device"] == gp._C._current_device()
 
 
+def test_pm_samples_in_the_kernel_trace(copy, tmp_path):
+    """Samples taken during a profile land on the trace's GPU process, between its kernels."""
+    def ten_copies():
+        for _ in range(10):
+            copy.launch()
+
+    with gp.profile(memcpy=False, memset=False, memory=False) as p:
+        s = gp.sample(ten_copies, interval_us=20)
+    trace = json.loads(open(p.export_chrome_trace(str(tmp_path / "t.json"), samples=[s])).read())
+    events = trace["traceEvents"]
+    counters = [e for e in events if e.get("name") == "PM sampling"]
+    kernels = [e for e in events if e.get("ph") == "X" and "copy" in e.get("name", "")]
+    assert len(counters) == len(s) > 50 and len(kernels) == 10
+    busy = [e["ts"] for e in counters if e["args"]["dram_throughput_pct"] > 50]
+    assert busy and kernels[0]["ts"] - 50 <= min(busy) and max(busy) <= kernels[-1]["ts"] + \
+        kernels[-1]["dur"] + 50
+
+
 def test_counter_features_take_turns(copy):
     sampler = _C.PCSampler()
     try:
