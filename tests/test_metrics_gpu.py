@@ -329,7 +329,9 @@ def test_pm_samples_in_the_kernel_trace(copy, tmp_path):
 
     with gp.profile(memcpy=False, memset=False, memory=False) as p:
         s = gp.sample(ten_copies, interval_us=20)
-    trace = json.loads(open(p.export_chrome_trace(str(tmp_path / "t.json"), samples=[s])).read())
+    path = p.export_chrome_trace(str(tmp_path / "t.json"), samples=[s])
+    with open(path) as f:
+        trace = json.load(f)
     events = trace["traceEvents"]
     counters = [e for e in events if e.get("name") == "PM sampling"]
     kernels = [e for e in events if e.get("ph") == "X" and "copy" in e.get("name", "")]
