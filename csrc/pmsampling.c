@@ -349,19 +349,6 @@ pms_dealloc(PyObject *op)
     Py_DECREF(tp);
 }
 
-/* _timestamp() -> int: cuptiGetTimestamp(), the clock of PM samples and activity records. */
-static PyObject *
-timestamp(PyObject *module, PyObject *unused)
-{
-    uint64_t ts = 0;
-    if (gp_cupti_load() < 0)
-        return NULL;
-    GP_CUPTI_CHECK(gp_cupti.cuptiGetTimestamp(&ts));
-    return PyLong_FromUnsignedLongLong(ts);
-error:
-    return NULL;
-}
-
 static PyMethodDef pms_methods[] = {
     {"start", pms_start, METH_NOARGS, "Start sampling (cuptiPmSamplingStart)."},
     {"stop", pms_stop, METH_NOARGS, "Wait for the GPU, stop, decode and evaluate the samples."},
@@ -387,7 +374,6 @@ static PyType_Spec pms_spec = {
 };
 
 static PyMethodDef module_methods[] = {
-    {"_timestamp", timestamp, METH_NOARGS, "cuptiGetTimestamp() in ns."},
     {NULL, NULL, 0, NULL},
 };
 
