@@ -373,15 +373,11 @@ static PyType_Spec pms_spec = {
     .slots = pms_slots,
 };
 
-static PyMethodDef module_methods[] = {
-    {NULL, NULL, 0, NULL},
-};
-
 int
 gp_pmsampling_init(PyObject *module)
 {
     PMSType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &pms_spec, NULL);
-    if (PMSType == NULL || PyModule_AddType(module, PMSType) < 0)
+    if (PMSType == NULL)
         return -1;
-    return PyModule_AddFunctions(module, module_methods);
+    return PyModule_AddType(module, PMSType);
 }
