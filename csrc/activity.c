@@ -39,6 +39,7 @@ static vec_t memcpys = {.elem = sizeof(gp_memcpy_out)};
 static vec_t memsets = {.elem = sizeof(gp_memset_out)};
 static vec_t memories = {.elem = sizeof(gp_memory_out)};
 static vec_t extcorrs = {.elem = sizeof(gp_extcorr_out)};
+static vec_t events = {.elem = sizeof(gp_event_out)};
 static uint64_t lost; /* records parsed but not stored (out of memory) */
 
 /* A zeroed slot at the end of `v`, or NULL (record counted as lost). store_lock held. */
@@ -170,6 +171,20 @@ add_extcorr(const CUpti_ActivityExternalCorrelation *e)
 }
 
 static void
+add_event(const CUpti_ActivityCudaEvent2 *e)
+{
+    gp_event_out *o = vec_push(&events);
+    if (o == NULL)
+        return;
+    o->timestamp = e->deviceTimestamp;
+    o->correlation_id = e->correlationId;
+    o->device = e->deviceId;
+    o->context = e->contextId;
+    o->stream = e->streamId;
+    o->event_id = e->eventId;
+}
+
+static void
 parse_buffer(uint8_t *buffer, size_t valid)
 {
     CUpti_Activity *rec = NULL;
@@ -191,6 +206,9 @@ parse_buffer(uint8_t *buffer, size_t valid)
             break;
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
             add_extcorr((const CUpti_ActivityExternalCorrelation *)rec);
+            break;
+        case CUPTI_ACTIVITY_KIND_CUDA_EVENT:
+            add_event((const CUpti_ActivityCudaEvent2 *)rec);
             break;
         default: /* RUNTIME and DRIVER records: enabled only so that external ids are recorded */
             break;
@@ -257,11 +275,13 @@ static const CUpti_ActivityKind kind_lists[N_KINDS][4] = {
     {CUPTI_ACTIVITY_KIND_MEMSET},
     {CUPTI_ACTIVITY_KIND_MEMORY2},
     /* External ids are attached to API records: launches go through the runtime (torch, CuPy)
-     * or straight to the driver (Triton), so both kinds are needed; their records are ignored. */
+     * or straight to the driver (Triton), so both kinds are needed; their records are ignored.
+     * CUDA_EVENT records place each region's start and stop events on the GPU clock, so work
+     * launched by other threads (autograd's) can be attributed by where it ran. */
     {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
-     CUPTI_ACTIVITY_KIND_DRIVER},
+     CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_CUDA_EVENT},
 };
-static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 3};
+static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 4};
 
 static int
 any_refs(void)
@@ -277,11 +297,15 @@ disable_kind(int k)
 {
     for (int j = kind_counts[k] - 1; j >= 0; j--)
         (void)gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
+    if ((1u << k) == GP_ACT_REGIONS)
+        (void)gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(0);
 }
 
 static int
 enable_kind(int k)
 {
+    if ((1u << k) == GP_ACT_REGIONS)
+        GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(1));
     for (int j = 0; j < kind_counts[k]; j++)
         GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnable(kind_lists[k][j]));
     if ((1u << k) == GP_ACT_REGIONS && gp_attribution_set_tracing(1) < 0)
@@ -353,6 +377,8 @@ gp_activity_release(unsigned mask)
                 rc = -1;
             }
         }
+        if ((1u << k) == GP_ACT_REGIONS)
+            (void)gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(0);
     }
     if (session && !any_refs()) {
         gp_cupti_release(); /* the session's claim on the subscriber, taken in begin_session */
@@ -474,25 +500,27 @@ names_list(void)
 static PyObject *
 activity_take(PyObject *module, PyObject *unused)
 {
-    vec_t k, c, s, m, e;
+    vec_t k, c, s, m, e, v;
     uint64_t our_lost, dropped;
     pthread_mutex_lock(&store_lock);
-    k = kernels, c = memcpys, s = memsets, m = memories, e = extcorrs;
-    kernels.data = memcpys.data = memsets.data = memories.data = extcorrs.data = NULL;
-    kernels.n = memcpys.n = memsets.n = memories.n = extcorrs.n = 0;
-    kernels.cap = memcpys.cap = memsets.cap = memories.cap = extcorrs.cap = 0;
+    k = kernels, c = memcpys, s = memsets, m = memories, e = extcorrs, v = events;
+    kernels.data = memcpys.data = memsets.data = memories.data = extcorrs.data = events.data = NULL;
+    kernels.n = memcpys.n = memsets.n = memories.n = extcorrs.n = events.n = 0;
+    kernels.cap = memcpys.cap = memsets.cap = memories.cap = extcorrs.cap = events.cap = 0;
     our_lost = lost;
     lost = 0;
     pthread_mutex_unlock(&store_lock);
     PyObject *names = names_list();
     PyObject *kb = vec_take(&k), *cb = vec_take(&c), *sb = vec_take(&s), *mb = vec_take(&m),
-             *eb = vec_take(&e);
-    if (names == NULL || !kb || !cb || !sb || !mb || !eb || take_dropped(our_lost, &dropped) < 0)
+             *eb = vec_take(&e), *vb = vec_take(&v);
+    if (names == NULL || !kb || !cb || !sb || !mb || !eb || !vb ||
+        take_dropped(our_lost, &dropped) < 0)
         goto error;
-    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:K}", "kernels", kb, "memcpy", cb, "memset",
-                         sb, "memory", mb, "extcorr", eb, "names", names, "dropped",
-                         (unsigned long long)dropped);
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:K}", "kernels", kb, "memcpy", cb,
+                         "memset", sb, "memory", mb, "extcorr", eb, "events", vb, "names", names,
+                         "dropped", (unsigned long long)dropped);
 error:
+    Py_XDECREF(vb);
     Py_XDECREF(names);
     Py_XDECREF(kb);
     Py_XDECREF(cb);
@@ -625,12 +653,17 @@ activity_layouts(PyObject *module, PyObject *unused)
         GP_FIELD(gp_memory_out, is_async)};
     static const field_t extcorr[] = {GP_FIELD(gp_extcorr_out, external_id),
                                       GP_FIELD(gp_extcorr_out, correlation_id)};
+    static const field_t event[] = {
+        GP_FIELD(gp_event_out, timestamp), GP_FIELD(gp_event_out, correlation_id),
+        GP_FIELD(gp_event_out, device), GP_FIELD(gp_event_out, stream),
+        GP_FIELD(gp_event_out, event_id)};
 #define GP_N(a) (sizeof a / sizeof a[0])
-    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N}", "kernel", layout_list(kernel, GP_N(kernel)),
+    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N}", "kernel", layout_list(kernel, GP_N(kernel)),
                          "memcpy", layout_list(memcpy_, GP_N(memcpy_)), "memset",
                          layout_list(memset_, GP_N(memset_)), "memory",
                          layout_list(memory, GP_N(memory)), "extcorr",
-                         layout_list(extcorr, GP_N(extcorr)));
+                         layout_list(extcorr, GP_N(extcorr)), "event",
+                         layout_list(event, GP_N(event)));
 #undef GP_N
 }
 

@@ -21,7 +21,8 @@ enum {
     GP_ACT_MEMCPY = 2,  /* MEMCPY */
     GP_ACT_MEMSET = 4,  /* MEMSET */
     GP_ACT_MEMORY = 8,  /* MEMORY2: allocations and frees */
-    GP_ACT_REGIONS = 16 /* EXTERNAL_CORRELATION (+ the RUNTIME and DRIVER records it needs) */
+    GP_ACT_REGIONS = 16 /* EXTERNAL_CORRELATION (+ the RUNTIME and DRIVER records it needs) and
+                           CUDA_EVENT with device timestamps (where regions ran on the GPU) */
 };
 #define GP_ACT_ALL 31
 
@@ -71,12 +72,20 @@ typedef struct {
     uint32_t correlation_id, pad;
 } gp_extcorr_out;
 
+/* 32 bytes: a cudaEventRecord call `correlation_id` whose event the GPU reached at `timestamp`
+ * (CUPTI's clock, 0 if CUPTI could not time it) on `stream`. */
+typedef struct {
+    uint64_t timestamp;
+    uint32_t correlation_id, device, context, stream, event_id, pad;
+} gp_event_out;
+
 /* gpuprofile/_activity.py mirrors these sizes and field offsets. */
 _Static_assert(sizeof(gp_kernel_out) == 88, "gp_kernel_out layout");
 _Static_assert(sizeof(gp_memcpy_out) == 48, "gp_memcpy_out layout");
 _Static_assert(sizeof(gp_memset_out) == 48, "gp_memset_out layout");
 _Static_assert(sizeof(gp_memory_out) == 48, "gp_memory_out layout");
 _Static_assert(sizeof(gp_extcorr_out) == 16, "gp_extcorr_out layout");
+_Static_assert(sizeof(gp_event_out) == 32, "gp_event_out layout");
 
 /* Enable the kinds in `mask` for one more user (claims CUPTI on first use). GIL held; 0 or -1
  * with CuptiError/NoDeviceError, nothing acquired. */

@@ -221,10 +221,12 @@ dispatch(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, con
     }
 }
 
-/* Best guess at who else holds CUPTI, for the error message. */
+/* Best guess at who else holds CUPTI, for the error message, and whether it is a tool injected
+ * from outside the process (never displaced). */
 static const char *
-likely_holder(void)
+likely_holder(int *injected)
 {
+    *injected = 1;
     if (getenv("NSYS_PROFILING_SESSION_ID") || getenv("NSYS_LAUNCH_ID"))
         return "Nsight Systems (nsys)";
     if (getenv("NV_COMPUTE_PROFILER_PERFWORKS_DIR") || getenv("NV_NSIGHT_INJECTION_TRANSPORT_TYPE"))
@@ -232,6 +234,7 @@ likely_holder(void)
     const char *inj = getenv("CUDA_INJECTION64_PATH");
     if (inj != NULL && inj[0] != '\0')
         return "the tool named in CUDA_INJECTION64_PATH";
+    *injected = 0;
     PyObject *modules = PySys_GetObject("modules"); /* borrowed */
     if (modules != NULL && PyDict_Check(modules)) {
         if (PyDict_GetItemString(modules, "triton.profiler") != NULL)
@@ -243,6 +246,53 @@ likely_holder(void)
 }
 
 static int subscriber_users;
+static int takeovers;              /* times an idle Kineto subscriber was displaced */
+static PyObject *foreign_check;    /* () -> bool: is torch.profiler recording now? */
+static char last_holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1];
+
+static CUptiResult
+subscribe_once(CUpti_SubscriberHandle *h)
+{
+    CUpti_SubscriberParams params = {0};
+    params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+    params.subscriberName = "gpuprofile";
+    params.oldSubscriberName = last_holder;
+    params.oldSubscriberSize = sizeof last_holder - 1;
+    last_holder[0] = '\0';
+    return gp_cupti.cuptiSubscribe_v2(h, dispatch, NULL, &params);
+}
+
+/* What the holder is: 1 torch.profiler's Kineto, not recording (its subscriber is a leftover that
+ * gpuprofile may displace); 2 Kineto, recording now; 0 anything else, or takeover switched off
+ * (GPUPROFILE_CUPTI_TAKEOVER=0). -1 with an exception if the check itself failed. */
+static int
+kineto_state(const char *holder, int injected)
+{
+    const char *env = getenv("GPUPROFILE_CUPTI_TAKEOVER");
+    if (injected || strcmp(holder, "torch.profiler (Kineto)") != 0 || foreign_check == NULL ||
+        (env != NULL && strcmp(env, "0") == 0))
+        return 0;
+    PyObject *busy = PyObject_CallNoArgs(foreign_check);
+    if (busy == NULL)
+        return -1;
+    int recording = PyObject_IsTrue(busy);
+    Py_DECREF(busy);
+    return recording < 0 ? -1 : recording ? 2 : 1;
+}
+
+static int
+busy_error(const char *holder, int recording)
+{
+    PyErr_Format(gp_CuptiError,
+                 "CUPTI is already in use in this process by %s%s%s%s: only one CUPTI subscriber "
+                 "can exist per process. %s Regions and benchmark() keep working without CUPTI.",
+                 holder, last_holder[0] ? " (CUPTI names it '" : "", last_holder,
+                 last_holder[0] ? "')" : "",
+                 recording ? "It is recording now: stop it first, then call again."
+                           : "Stop that profiler (or run gpuprofile's tracing/metrics in a separate "
+                             "process).");
+    return -1;
+}
 
 int
 gp_cupti_subscribe(void)
@@ -254,23 +304,30 @@ gp_cupti_subscribe(void)
     if (gp_cupti_load() < 0)
         return -1;
     CUpti_SubscriberHandle h = NULL;
-    CUptiResult res = gp_cupti.cuptiSubscribe(&h, dispatch, NULL);
+    CUptiResult res = subscribe_once(&h);
     if (res == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-        PyErr_Format(gp_CuptiError,
-                     "CUPTI is already in use in this process, most likely by %s: only one "
-                     "CUPTI subscriber can exist per process. Stop that profiler (or run "
-                     "gpuprofile's tracing/metrics in a separate process). Regions and "
-                     "benchmark() keep working without CUPTI.",
-                     likely_holder());
-        return -1;
+        int injected;
+        const char *holder = likely_holder(&injected);
+        int state = kineto_state(holder, injected);
+        if (state < 0)
+            return -1;
+        if (state != 1)
+            return busy_error(holder, state == 2);
+        GP_CUPTI_CHECK(gp_cupti.cuptiFinalize());
+        takeovers++;
+        res = subscribe_once(&h);
+        if (res == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+            return busy_error(holder, 0);
     }
     if (res != CUPTI_SUCCESS) {
-        gp_set_cupti_error(res, "cuptiSubscribe", __FILE__, __LINE__);
+        gp_set_cupti_error(res, "cuptiSubscribe_v2", __FILE__, __LINE__);
         return -1;
     }
     subscriber = h;
     subscriber_users = 1;
     return 0;
+error:
+    return -1;
 }
 
 void
@@ -325,8 +382,32 @@ cupti_info(PyObject *module, PyObject *unused)
                          loaded_version, "how", how);
 }
 
+/* _set_foreign_profiler_check(fn): fn() -> bool says whether torch.profiler records now. */
+static PyObject *
+set_foreign_check(PyObject *module, PyObject *fn)
+{
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "_set_foreign_profiler_check takes a callable or None");
+        return NULL;
+    }
+    Py_XSETREF(foreign_check, fn == Py_None ? NULL : Py_NewRef(fn));
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+subscriber_state(PyObject *module, PyObject *unused)
+{
+    return Py_BuildValue("{s:O,s:i,s:i,s:s}", "subscribed", subscriber ? Py_True : Py_False,
+                         "users", subscriber_users, "takeovers", takeovers, "last_holder",
+                         last_holder);
+}
+
 static PyMethodDef loader_methods[] = {
     {"_cupti_info", cupti_info, METH_NOARGS, "Load CUPTI if possible; report path and version."},
+    {"_set_foreign_profiler_check", set_foreign_check, METH_O,
+     "Set the callable that says whether torch.profiler is recording (takeover guard)."},
+    {"_subscriber_state", subscriber_state, METH_NOARGS,
+     "Whether gpuprofile holds CUPTI's subscriber, its users, takeovers of an idle Kineto."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,7 +19,8 @@
 #define GP_CUPTI_FUNCTIONS(X)                                                                      \
     X(cuptiGetVersion)                                                                             \
     X(cuptiGetResultString)                                                                        \
-    X(cuptiSubscribe)                                                                              \
+    X(cuptiSubscribe_v2)                                                                           \
+    X(cuptiFinalize)                                                                               \
     X(cuptiUnsubscribe)                                                                            \
     X(cuptiEnableDomain)                                                                           \
     X(cuptiEnableCallback)                                                                         \
@@ -31,6 +32,7 @@
     X(cuptiActivityGetNumDroppedRecords)                                                           \
     X(cuptiActivityPushExternalCorrelationId)                                                      \
     X(cuptiActivityPopExternalCorrelationId)                                                       \
+    X(cuptiActivityEnableCudaEventDeviceTimestamps)                                                \
     GP_CUPTI_COUNTER_FUNCTIONS(X)
 
 /* Hardware counters (profiler_host.c, profiler_target.c, range_profiler.c, pcsampling.c,
@@ -112,8 +114,13 @@ PyObject *gp_set_cupti_error(CUptiResult res, const char *call, const char *file
 
 /* CUPTI allows one callback subscriber per process; gpuprofile's is created here, once, and
  * shared by every gpuprofile feature through handlers. gp_cupti_subscribe() loads CUPTI if
- * needed and subscribes (once; later calls count users); if another tool holds CUPTI (torch.profiler/Kineto, proton, Nsight,
- * DCGM) it raises CuptiError naming the likely holder. 0 on success, -1 with an exception. */
+ * needed and subscribes (once; later calls count users). torch.profiler (Kineto) keeps its
+ * subscriber for the life of the process once it has run: when Kineto holds it but is not
+ * recording (asked of the Python hook set by _set_foreign_profiler_check), gpuprofile takes
+ * CUPTI over with cuptiFinalize, as Kineto's own TEARDOWN_CUPTI does, and subscribes (Kineto
+ * re-registers its buffers and kinds whenever it starts again). Any other holder (Nsight, a
+ * recording torch.profiler, proton) raises CuptiError naming it. 0 on success, -1 with an
+ * exception. */
 int gp_cupti_subscribe(void);
 /* Each successful gp_cupti_subscribe() is paired with one gp_cupti_release(); the last release
  * unsubscribes, so another tool (torch.profiler) can use CUPTI later in the process. */

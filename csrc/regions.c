@@ -397,6 +397,30 @@ innermost_record(thread_t *t)
     return -1;
 }
 
+/* Undoes an enter whose observers or start event failed (observers already told to exit). */
+static void
+abandon_enter(thread_t *t, gp_region *self, int64_t i, int device, cudaEvent_t ev[2])
+{
+    t->n--;
+    t->depth--;
+    Py_DECREF(self);
+    store.open--;
+    if (device >= 0)
+        gp_event_pool_give(device, 2, ev);
+    /* Observers may run Python, which may have entered regions after this one: drop the
+     * record only if it is still the last, otherwise keep it as a failed record. */
+    if ((size_t)i == store.n - 1) {
+        store.n--;
+        Py_DECREF(store.recs[i].name);
+    } else {
+        store.recs[i].state = REC_DONE;
+        store.recs[i].flags |= REC_FAILED;
+    }
+}
+
+/* Observers hear of the record before its start event is recorded (and of its end after the
+ * stop event): while tracing, both cudaEventRecord calls then carry the region's external
+ * correlation id, which is how a trace finds the region's interval on the GPU clock. */
 static int
 enter_impl(gp_region *self)
 {
@@ -414,15 +438,6 @@ enter_impl(gp_region *self)
         device = region_device(self);
         if (device < 0 || acquire_events(device, ev) < 0)
             return -1;
-        cudaError_t err = cudaEventRecord(ev[0], self->stream);
-        if (err != cudaSuccess) {
-            gp_event_pool_give(device, 2, ev);
-            char call[320];
-            snprintf(call, sizeof call, "entering region '%.200s': cudaEventRecord(start, stream)",
-                     self->name_utf8);
-            gp_set_cuda_error(err, call, __FILE__, __LINE__);
-            return -1;
-        }
     }
     int64_t parent = innermost_record(t);
     int64_t i = store_append();
@@ -447,22 +462,21 @@ enter_impl(gp_region *self)
     r->flags = self->memory ? REC_MEMORY : 0;
     store.open++;
     if (n_observers > 0 && notify_enter(i) < 0) {
-        t->n--;
-        t->depth--;
-        Py_DECREF(self);
-        store.open--;
-        if (device >= 0)
-            gp_event_pool_give(device, 2, ev);
-        /* Observers may run Python, which may have entered regions after this one: drop the
-         * record only if it is still the last, otherwise keep it as a failed record. */
-        if ((size_t)i == store.n - 1) {
-            store.n--;
-            Py_DECREF(store.recs[i].name);
-        } else {
-            store.recs[i].state = REC_DONE;
-            store.recs[i].flags |= REC_FAILED;
-        }
+        abandon_enter(t, self, i, device, ev);
         return -1;
+    }
+    if (device >= 0) {
+        cudaError_t err = cudaEventRecord(ev[0], self->stream);
+        if (err != cudaSuccess) {
+            if (n_observers > 0)
+                notify_exit(i);
+            abandon_enter(t, self, i, device, ev);
+            char call[320];
+            snprintf(call, sizeof call, "entering region '%.200s': cudaEventRecord(start, stream)",
+                     self->name_utf8);
+            gp_set_cuda_error(err, call, __FILE__, __LINE__);
+            return -1;
+        }
     }
     if (self->nvtx)
         nvtxRangePushA(self->name_utf8);
@@ -501,8 +515,6 @@ exit_impl(gp_region *self, int raised)
     int64_t host_end = gp_now_ns();
     t->depth--;
     store.open--;
-    if (n_observers > 0)
-        notify_exit(i);
     gp_record *r = &store.recs[i];
     r->host_end_ns = host_end;
     if (raised)
@@ -527,6 +539,8 @@ exit_impl(gp_region *self, int raised)
             rc = -1;
         }
     }
+    if (n_observers > 0)
+        notify_exit(i);
     if (self->nvtx)
         nvtxRangePop();
     return rc;

@@ -33,7 +33,10 @@ from ._C import (
     region,
     reset,
 )
+from ._foreign import torch_profiler_holds_cupti as _torch_profiler_holds_cupti
 from .device import DeviceInfo, device_count, device_info
+
+_C._set_foreign_profiler_check(_torch_profiler_holds_cupti)
 
 __version__ = "0.1.0"
 

@@ -9,13 +9,14 @@ consumer keeps what falls into its own time window.
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from . import _C
+from ._attribution import attribute  # noqa: F401  (re-exported: memory, tests)
 from ._C import CuptiError
+from ._foreign import torch_profiler_active
 
 KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS = 1, 2, 4, 8, 16
 
@@ -49,9 +50,14 @@ MEMORY_RAW = np.dtype([
 ])
 # Mirrors gp_extcorr_out (16 bytes).
 EXTCORR_RAW = np.dtype([("external_id", "<u8"), ("correlation_id", "<u4"), ("pad", "<u4")])
+# Mirrors gp_event_out (32 bytes): a cudaEventRecord reached by the GPU (regions' start/stop).
+EVENT_RAW = np.dtype([
+    ("timestamp", "<u8"), ("correlation_id", "<u4"), ("device", "<u4"), ("context", "<u4"),
+    ("stream", "<u4"), ("event_id", "<u4"), ("pad", "<u4"),
+])
 
 for _dtype, _size in ((KERNEL_RAW, 88), (MEMCPY_RAW, 48), (MEMSET_RAW, 48), (MEMORY_RAW, 48),
-                      (EXTCORR_RAW, 16)):
+                      (EXTCORR_RAW, 16), (EVENT_RAW, 32)):
     assert _dtype.itemsize == _size, (_dtype, _size)
 
 
@@ -66,6 +72,9 @@ class Chunk:
     extcorr: np.ndarray
     names: list
     dropped: int = 0
+    events: np.ndarray = field(default_factory=lambda: np.empty(0, EVENT_RAW))
+
+    _ARRAYS = ("kernels", "memcpy", "memset", "memory", "extcorr", "events")
 
     @classmethod
     def empty(cls) -> Chunk:
@@ -81,6 +90,7 @@ class Chunk:
             memory=np.frombuffer(raw["memory"], MEMORY_RAW),
             extcorr=np.frombuffer(raw["extcorr"], EXTCORR_RAW),
             names=raw["names"], dropped=int(raw["dropped"]),
+            events=np.frombuffer(raw["events"], EVENT_RAW),
         )
 
     @classmethod
@@ -88,26 +98,12 @@ class Chunk:
         if not chunks:
             return cls.empty()
         names = max((c.names for c in chunks), key=len)  # the table only grows
-        return cls(*(np.concatenate([getattr(c, f) for c in chunks])
-                     for f in ("kernels", "memcpy", "memset", "memory", "extcorr")),
-                   names=names, dropped=sum(c.dropped for c in chunks))
+        arrays = {f: np.concatenate([getattr(c, f) for c in chunks]) for f in cls._ARRAYS}
+        return cls(**arrays, names=names, dropped=sum(c.dropped for c in chunks))
 
 
 _active: list = []  # consumers currently collecting, in start order
 _region_log: list = []  # MEMORY2 records kept for memory=True regions (gpuprofile.memory)
-
-
-def torch_profiler_active() -> bool:
-    """Whether torch.profiler (or the legacy autograd profiler) is recording in this process.
-    Never imports torch."""
-    prof = sys.modules.get("torch.autograd.profiler")
-    if prof is not None and getattr(prof, "_is_profiler_enabled", False):
-        return True
-    torch = sys.modules.get("torch")
-    try:
-        return bool(torch._C._autograd._profiler_enabled()) if torch is not None else False
-    except Exception:  # another torch version: no such function
-        return False
 
 
 def check_no_other_profiler(what: str) -> None:
@@ -140,21 +136,6 @@ def region_memory_log():
     raw = np.concatenate(_region_log) if _region_log else np.empty(0, MEMORY_RAW)
     offset = _C._clock_offset()[0] if len(raw) else 0
     return build_timeline(raw), offset
-
-
-def attribute(correlation_ids, extcorr) -> np.ndarray:
-    """Region record index (-1: none) of each correlation id, from the external correlation
-    records (external id = record index + 1). Pure."""
-    corr = np.asarray(correlation_ids, dtype=np.uint32)
-    if not len(extcorr) or not corr.size:
-        return np.full(corr.size, -1, np.int64)
-    order = np.argsort(extcorr["correlation_id"], kind="stable")
-    keys = extcorr["correlation_id"][order]
-    vals = extcorr["external_id"][order].astype(np.int64) - 1
-    first = np.r_[True, keys[1:] != keys[:-1]]
-    keys, vals = keys[first], vals[first]
-    pos = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
-    return np.where(keys[pos] == corr, vals[pos], -1)
 
 
 @dataclass
@@ -246,5 +227,5 @@ def clip(chunk: Chunk, t0: int, t1: int) -> Chunk:
         memcpy=chunk.memcpy[keep(chunk.memcpy["start"], chunk.memcpy["end"])],
         memset=chunk.memset[keep(chunk.memset["start"], chunk.memset["end"])],
         memory=chunk.memory[keep(chunk.memory["timestamp"], chunk.memory["timestamp"])],
-        extcorr=chunk.extcorr, names=chunk.names, dropped=chunk.dropped,
+        extcorr=chunk.extcorr, names=chunk.names, dropped=chunk.dropped, events=chunk.events,
     )

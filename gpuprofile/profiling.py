@@ -21,7 +21,8 @@ import warnings
 import numpy as np
 
 from . import _C
-from ._activity import KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window, attribute
+from ._activity import KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
+from ._attribution import RULES, attribute, combine, region_intervals
 from ._profile_summary import Summary, busy_ns, factorize, group_rows, region_rows
 from .memory import build_timeline, label_regions, region_memory
 from .occupancy import limits_for, occupancy
@@ -33,19 +34,20 @@ KERNEL_DTYPE = np.dtype([
     ("block_x", "<i4"), ("block_y", "<i4"), ("block_z", "<i4"),
     ("registers_per_thread", "<i4"), ("static_smem", "<i4"), ("dynamic_smem", "<i4"),
     ("local_mem_per_thread", "<i4"), ("correlation_id", "<u4"), ("graph_id", "<u4"),
-    ("region", object), ("region_record", "<i8"), ("occupancy", "<f4"),
+    ("region", object), ("region_record", "<i8"), ("attribution", object), ("occupancy", "<f4"),
     ("active_blocks_per_sm", "<i4"), ("occupancy_limiter", object),
 ])
 MEMCPY_DTYPE = np.dtype([
     ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"), ("bytes", "<u8"),
     ("kind", object), ("src_kind", object), ("dst_kind", object), ("device", "<i4"),
     ("context", "<u4"), ("stream", "<u4"), ("correlation_id", "<u4"), ("region", object),
-    ("region_record", "<i8"), ("gbps", "<f8"),
+    ("region_record", "<i8"), ("attribution", object), ("gbps", "<f8"),
 ])
 MEMSET_DTYPE = np.dtype([
     ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"), ("bytes", "<u8"),
     ("value", "<u4"), ("memory_kind", object), ("device", "<i4"), ("context", "<u4"),
     ("stream", "<u4"), ("correlation_id", "<u4"), ("region", object), ("region_record", "<i8"),
+    ("attribution", object),
 ])
 
 COPY_KINDS = ("unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH",
@@ -89,8 +91,15 @@ def kernel_occupancy(device, threads, regs, smem, limits_of):
     return occ[inverse], blocks[inverse], limiter[inverse]
 
 
-def build_kernels(raw, names, region_record, region_names, limits_of) -> np.ndarray:
-    """The kernels array from raw records (gpuprofile._activity.KERNEL_RAW). Pure."""
+def _set_region(out, region_record, region_names, rule=None) -> None:
+    out["region_record"] = region_record
+    out["region"] = label_regions(region_record, region_names)
+    out["attribution"] = RULES[rule if rule is not None else np.where(region_record >= 0, 1, 0)]
+
+
+def build_kernels(raw, names, region_record, region_names, limits_of, rule=None) -> np.ndarray:
+    """The kernels array from raw records (gpuprofile._activity.KERNEL_RAW); `rule` says which
+    attribution rule found each region_record (gpuprofile._attribution). Pure."""
     out = np.zeros(len(raw), KERNEL_DTYPE)  # np.empty fills object fields slowly
     table = np.asarray(list(names) + ["<unknown kernel>"], dtype=object)
     ids = raw["name_id"].astype(np.int64)
@@ -102,8 +111,7 @@ def build_kernels(raw, names, region_record, region_names, limits_of) -> np.ndar
               "block_z", "registers_per_thread", "static_smem", "dynamic_smem",
               "local_mem_per_thread", "correlation_id", "graph_id"):
         out[f] = raw[f]
-    out["region_record"] = region_record
-    out["region"] = label_regions(region_record, region_names)
+    _set_region(out, region_record, region_names, rule)
     threads = raw["block_x"].astype(np.int64) * raw["block_y"] * raw["block_z"]
     smem = raw["static_smem"].astype(np.int64) + raw["dynamic_smem"]
     occ, blocks, limiter = kernel_occupancy(raw["device"], threads, raw["registers_per_thread"],
@@ -112,7 +120,7 @@ def build_kernels(raw, names, region_record, region_names, limits_of) -> np.ndar
     return out
 
 
-def build_memcpy(raw, region_record, region_names) -> np.ndarray:
+def build_memcpy(raw, region_record, region_names, rule=None) -> np.ndarray:
     out = np.zeros(len(raw), MEMCPY_DTYPE)
     out["start_ns"] = raw["start"].astype(np.int64)
     out["end_ns"] = raw["end"].astype(np.int64)
@@ -125,14 +133,13 @@ def build_memcpy(raw, region_record, region_names) -> np.ndarray:
     out["dst_kind"] = _lookup(KIND_NAMES, raw["dst_kind"])
     for f in ("device", "context", "stream", "correlation_id"):
         out[f] = raw[f]
-    out["region_record"] = region_record
-    out["region"] = label_regions(region_record, region_names)
+    _set_region(out, region_record, region_names, rule)
     with np.errstate(divide="ignore", invalid="ignore"):
         out["gbps"] = np.where(out["duration_ns"] > 0, out["bytes"] / out["duration_ns"], np.nan)
     return out
 
 
-def build_memset(raw, region_record, region_names) -> np.ndarray:
+def build_memset(raw, region_record, region_names, rule=None) -> np.ndarray:
     from .memory import KIND_NAMES
 
     out = np.zeros(len(raw), MEMSET_DTYPE)
@@ -142,8 +149,7 @@ def build_memset(raw, region_record, region_names) -> np.ndarray:
     for f in ("bytes", "value", "device", "context", "stream", "correlation_id"):
         out[f] = raw[f]
     out["memory_kind"] = _lookup(KIND_NAMES, raw["memory_kind"])
-    out["region_record"] = region_record
-    out["region"] = label_regions(region_record, region_names)
+    _set_region(out, region_record, region_names, rule)
     return out
 
 
@@ -298,6 +304,28 @@ class Profile:
                 self._limits[device] = None
         return self._limits[device]
 
+    def _intervals(self) -> dict:
+        """Each traced region's interval on the GPU (gpuprofile._attribution.region_intervals)."""
+        def build():
+            w = self._stopped()
+            rec = self._records
+
+            def began_before(r):
+                if rec is None or not len(rec):
+                    return np.zeros(len(r), dtype=bool)
+                valid = (r >= 0) & (r < len(rec))
+                host = np.where(valid, rec["host_start_ns"][np.where(valid, r, 0)], 0)
+                return valid & (host + w.offset_ns < w.t0)
+
+            return region_intervals(w.chunk.events, w.chunk.extcorr, w.t0, w.t1, began_before)
+        return self._cached("intervals", build)
+
+    def _attribute(self, raw, launch):
+        """(record, rule) of each kernel/copy/set row: launch thread first, else stream interval."""
+        depth = self._records["depth"] if self._records is not None and len(self._records) else None
+        return combine(launch, raw["device"], raw["stream"], raw["start"], raw["end"],
+                       self._intervals(), depth)
+
     def _cached(self, key, build):
         if key not in self._cache:
             self._cache[key] = build()
@@ -308,13 +336,16 @@ class Profile:
         """One row per kernel: name (demangled), start_ns/end_ns/duration_ns (CUPTI clock),
         device, context, stream, grid_*/block_*, registers_per_thread, static_smem,
         dynamic_smem (bytes per block), local_mem_per_thread, correlation_id, graph_id, region
-        (innermost gpuprofile region at launch, '' if none), region_record (its index in
-        gpuprofile.records(), -1), occupancy (theoretical, 0..1), active_blocks_per_sm and
-        occupancy_limiter. In order of arrival; sort by start_ns for time order."""
+        (the gpuprofile region it belongs to, '' if none), region_record (its index in
+        gpuprofile.records(), -1), attribution (the rule that found the region: 'launch' when
+        it was launched from a thread inside the region, 'stream' when it ran inside the
+        region's GPU interval on the region's stream, '' if none; see docs/tracing.md),
+        occupancy (theoretical, 0..1), active_blocks_per_sm and occupancy_limiter. In order of
+        arrival; sort by start_ns for time order."""
         def build():
             c = self._chunk
-            return build_kernels(c.kernels, c.names, attribute(c.kernels["correlation_id"], c.extcorr),
-                                 self._region_names(), self._limits_of)
+            rec, rule = self._attribute(c.kernels, attribute(c.kernels["correlation_id"], c.extcorr))
+            return build_kernels(c.kernels, c.names, rec, self._region_names(), self._limits_of, rule)
         return self._cached("kernels", build)
 
     @property
@@ -323,7 +354,8 @@ class Profile:
         destination memory kinds, device/context/stream, region, gbps (bytes per ns = GB/s)."""
         def build():
             c = self._chunk
-            return build_memcpy(c.memcpy, _copy_record_ids(c.memcpy, c.extcorr), self._region_names())
+            rec, rule = self._attribute(c.memcpy, _copy_record_ids(c.memcpy, c.extcorr))
+            return build_memcpy(c.memcpy, rec, self._region_names(), rule)
         return self._cached("memcpy", build)
 
     @property
@@ -331,8 +363,8 @@ class Profile:
         """One row per memory set: times, bytes, value, memory kind, device/context/stream, region."""
         def build():
             c = self._chunk
-            return build_memset(c.memset, attribute(c.memset["correlation_id"], c.extcorr),
-                                self._region_names())
+            rec, rule = self._attribute(c.memset, attribute(c.memset["correlation_id"], c.extcorr))
+            return build_memset(c.memset, rec, self._region_names(), rule)
         return self._cached("memset", build)
 
     @property

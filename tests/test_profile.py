@@ -50,7 +50,8 @@ class FakeC:
         k["end"] = k["start"] + 1000
         mem = self.memory if self.memory is not None else np.zeros(0, _activity.MEMORY_RAW)
         raw = {"kernels": k.tobytes(), "memcpy": b"", "memset": b"", "memory": mem.tobytes(),
-               "extcorr": ext.tobytes(), "names": ["k(int)", "b", "c"], "dropped": self.dropped}
+               "extcorr": ext.tobytes(), "events": b"", "names": ["k(int)", "b", "c"],
+               "dropped": self.dropped}
         self.memory = None
         return raw
 
@@ -261,7 +262,7 @@ def test_cupti_missing_a_function_is_reported(tmp_path):
 def test_numpy_mirrors_match_the_c_structs():
     dtypes = {"kernel": _activity.KERNEL_RAW, "memcpy": _activity.MEMCPY_RAW,
               "memset": _activity.MEMSET_RAW, "memory": _activity.MEMORY_RAW,
-              "extcorr": _activity.EXTCORR_RAW}
+              "extcorr": _activity.EXTCORR_RAW, "event": _activity.EVENT_RAW}
     renamed = {"grid": "grid_x", "block": "block_x"}  # arrays in C, three fields in NumPy
     for struct, fields in gp._C._activity_layouts().items():
         for name, offset in fields:

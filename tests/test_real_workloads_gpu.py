@@ -1,0 +1,303 @@
+"""gpuprofile on real framework work (torch, torch.compile, CUDA graphs, CuPy, Triton), as users run
+it: a training step's forward/backward/optimizer regions, work launched from other threads and
+streams, memory=True against torch's allocator, and torch.profiler used before and after us in
+one process. Nothing is downloaded: the models are built here. Skipped without a device or
+without the framework."""
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pytest
+
+import gpuprofile as gp
+
+pytestmark = pytest.mark.gpu
+
+torch = pytest.importorskip("torch")
+if gp.device_count() == 0 or not torch.cuda.is_available():  # pragma: no cover
+    pytest.skip("needs a CUDA device visible to torch", allow_module_level=True)
+
+
+def _model(layers=2, d=256, heads=4, vocab=512):
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d, heads, 4 * d, dropout=0.0, batch_first=True)
+    body = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+    model = torch.nn.Sequential(torch.nn.Embedding(vocab, d), body, torch.nn.Linear(d, vocab))
+    return model.cuda()
+
+
+def _step(model, opt, x, y, phases=("forward", "backward", "optimizer")):
+    with gp.region("forward"):
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten())
+    if "backward" in phases:
+        with gp.region("backward"):
+            loss.backward()
+    if "optimizer" in phases:
+        with gp.region("optimizer"):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+
+def _count(p, region=None):
+    k = p.kernels
+    return len(k) if region is None else int((k["region"] == region).sum())
+
+
+@pytest.fixture(scope="module")
+def training():
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)
+    x = torch.randint(0, 512, (8, 128), device="cuda")
+    y = torch.randint(0, 512, (8, 128), device="cuda")
+    for _ in range(3):  # warm up: cuBLAS handles, optimizer state, allocator
+        _step(model, opt, x, y)
+    torch.cuda.synchronize()
+    return model, opt, x, y
+
+
+def test_training_step_kernels_go_to_the_right_region(training):
+    model, opt, x, y = training
+    counts = {}
+    for phases in (("forward",), ("forward", "backward"), ("forward", "backward", "optimizer")):
+        with gp.profile(memory=False) as p:
+            _step(model, opt, x, y, phases)
+        counts[phases] = p
+    full = counts[("forward", "backward", "optimizer")]
+    k = full.kernels
+    attributed = (k["region"] != "").mean()
+    assert attributed >= 0.99, full.summary()
+    # per-region counts equal the counts of the phases run alone
+    fwd = _count(counts[("forward",)])
+    fwd_bwd = _count(counts[("forward", "backward")])
+    assert _count(full, "forward") == fwd
+    assert _count(full, "backward") == fwd_bwd - fwd
+    assert _count(full, "optimizer") == len(k) - fwd_bwd
+    # backward's kernels come from autograd's thread: found by the stream rule
+    bwd = k[k["region"] == "backward"]
+    assert len(bwd) > 10 and (bwd["attribution"] == "stream").mean() > 0.9
+    assert set(k["attribution"][k["region"] == "forward"]) == {"launch"}
+    # every region's kernels lie inside its GPU interval on the trace clock
+    iv = full._intervals()
+    rec = gp.records()
+    for r, start, end in zip(iv["record"], iv["start"], iv["end"], strict=True):
+        mine = k[k["region_record"] == r]
+        assert (mine["start_ns"] >= start).all() and (mine["end_ns"] <= end).all(), rec["name"][r]
+
+
+def test_training_step_trace_is_valid(training, tmp_path):
+    model, opt, x, y = training
+    with gp.profile() as p:
+        _step(model, opt, x, y)
+    path = p.export_chrome_trace(tmp_path / "step.json")
+    with open(path) as f:
+        trace = json.load(f)
+    kernels = [e for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    assert len(kernels) == len(p.kernels)
+    in_backward = [e for e in kernels if e.get("args", {}).get("region") == "backward"]
+    assert len(in_backward) == _count(p, "backward") > 0
+
+
+def test_memory_region_peak_equals_torch_reserved_growth():
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    before = torch.cuda.memory_reserved()
+    with gp.profile(kernels=False, memcpy=False, memset=False) as p:
+        with gp.region("alloc", memory=True):
+            a = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+            b = torch.empty(32 << 20, dtype=torch.uint8, device="cuda")
+            torch.cuda.synchronize()
+        grown = torch.cuda.memory_reserved() - before
+        del a, b
+    rows = [r for r in p.summary().memory_by_region if r["region"] == "alloc"]
+    assert rows and rows[0]["peak_above_entry_bytes"] == grown > 0
+
+
+def test_two_streams_running_concurrently_are_not_mixed_up():
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    x = torch.randn(1 << 20, device="cuda")
+    go = threading.Barrier(2)
+
+    def other():
+        with torch.cuda.stream(s2):
+            go.wait()
+            for _ in range(20):
+                torch.cuda._sleep(20_000)
+                x.add_(1)
+
+    with gp.profile(memory=False) as p:
+        t = threading.Thread(target=other)
+        t.start()
+        with torch.cuda.stream(s1), gp.region("mine", stream=s1):
+            go.wait()
+            for _ in range(20):
+                torch.cuda._sleep(20_000)
+                x.mul_(1.0)
+        t.join()
+        torch.cuda.synchronize()
+    k = p.kernels
+    s1_id = int(np.bincount(k["stream"][k["region"] == "mine"].astype(np.int64)).argmax())
+    on_s1 = k["stream"] == s1_id
+    assert on_s1.sum() == 40 and (k["region"][on_s1] == "mine").all()
+    assert (k["region"][~on_s1] == "").all(), "a kernel of the other stream went to the region"
+
+
+def test_work_launched_by_another_thread_on_the_region_stream():
+    with gp.profile(memory=False) as p:
+        with gp.region("outer"):
+            torch.cuda._sleep(2_000_000)  # keep the stream busy while the worker launches
+            t = threading.Thread(target=lambda: [torch.cuda._sleep(1000) for _ in range(5)])
+            t.start()
+            t.join()
+        torch.cuda.synchronize()
+    k = p.kernels
+    worker = k[np.argsort(k["start_ns"])][1:]
+    assert len(worker) == 5
+    assert (worker["region"] == "outer").all() and (worker["attribution"] == "stream").all()
+
+
+def test_torch_compile_model_is_attributed():
+    f = torch.compile(lambda a, b: torch.relu(a @ b + 1.0).sum(dim=0))
+    a = torch.randn(256, 256, device="cuda")
+    f(a, a)
+    torch.cuda.synchronize()
+    with gp.profile(memory=False) as p, gp.region("compiled"):
+        f(a, a)
+    assert _count(p) > 0 and (p.kernels["region"] == "compiled").all()
+
+
+def test_cuda_graph_replay_is_attributed():
+    a = torch.randn(1024, 1024, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            b = a @ a
+            b.relu_()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        b = a @ a
+        b.relu_()
+    with gp.profile(memory=False) as p:
+        with gp.region("replay"):
+            for _ in range(3):
+                g.replay()
+        torch.cuda.synchronize()
+    k = p.kernels
+    assert len(k) >= 6 and (k["region"] == "replay").all() and (k["graph_id"] > 0).all()
+
+
+def test_cupy_stream_region():
+    cp = pytest.importorskip("cupy")
+    s = cp.cuda.Stream(non_blocking=True)
+    x = cp.arange(1 << 20, dtype=cp.float32)
+    with gp.profile(memory=False) as p:
+        with s, gp.region("cupy", stream=s):
+            for _ in range(3):
+                x = x * 2 + 1
+        s.synchronize()
+    k = p.kernels
+    assert len(k) >= 3 and (k["region"] == "cupy").all()
+    assert set(k["stream"].tolist()) == {int(k["stream"][0])}
+
+
+def test_triton_kernel_benchmark_matches_cupti_truth():
+    triton = pytest.importorskip("triton")
+    import triton.language as tl
+
+    @triton.jit
+    def scale(x_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + i, mask=i < n)
+        tl.store(x_ptr + i, v * 1.0001, mask=i < n)
+
+    n = 1 << 24
+    x = torch.ones(n, device="cuda")
+
+    def run():
+        scale[(triton.cdiv(n, 1024),)](x, n, BLOCK=1024)
+
+    run()
+    r = gp.benchmark(run, mode="hot")
+    assert r.clock == "cupti"
+    with gp.profile(memory=False) as p:
+        for _ in range(50):
+            run()
+    truth = float(np.median(p.kernels["duration_ns"])) / 1e6
+    assert abs(r.median_ms - truth) <= max(0.01 * truth, 0.3e-3), (r.median_ms, truth)
+
+
+def _fresh(code, timeout=300):
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                         text=True, timeout=timeout)
+    return out.returncode, out.stdout + out.stderr
+
+
+def test_torch_profiler_before_and_after_gpuprofile():
+    rc, out = _fresh("""
+        import numpy as np, torch, gpuprofile as gp
+        x = torch.randn(1 << 20, device="cuda")
+        def work():
+            for _ in range(10):
+                x.mul_(1.0001)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as tp:
+            work(); torch.cuda.synchronize()
+        assert any(e.device_type.name == "CUDA" for e in tp.events()), "torch saw no kernel"
+        # torch.profiler recording now: a clear error that names it
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+            try:
+                gp.profile().start()
+            except gp.CuptiError as e:
+                assert "torch.profiler" in str(e), e
+            else:
+                raise AssertionError("profile() started while torch.profiler records")
+        # after it stopped: every CUPTI feature of gpuprofile works
+        with gp.profile(memory=False) as p, gp.region("after"):
+            work()
+        assert len(p.kernels) == 10 and (p.kernels["region"] == "after").all()
+        with gp.memory.track() as m:
+            y = torch.empty(1 << 24, dtype=torch.uint8, device="cuda"); torch.cuda.synchronize()
+        assert m.peak_bytes >= 1 << 24, m
+        r = gp.benchmark(work)
+        assert r.clock == "cupti", r
+        mr = gp.metrics(work, metrics=["dram__bytes_read.sum"])
+        assert len(mr.kernels) == 10, mr
+        s = gp.sample(work)
+        assert s is not None
+        st = gp.stalls(lambda: torch.cuda._sleep(2_000_000))
+        assert st.kernels, st
+        # and torch.profiler still works afterwards
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as tp:
+            work(); torch.cuda.synchronize()
+        assert sum(e.device_type.name == "CUDA" for e in tp.events()) >= 10, "torch lost kernels"
+        with gp.profile(memory=False) as p:
+            work()
+        assert len(p.kernels) == 10
+        print("takeovers", gp._C._subscriber_state())
+        print("OK")
+    """)
+    assert rc == 0 and "OK" in out, out
+
+
+def test_takeover_can_be_switched_off():
+    rc, out = _fresh("""
+        import os
+        os.environ["GPUPROFILE_CUPTI_TAKEOVER"] = "0"
+        import torch, gpuprofile as gp
+        x = torch.randn(1 << 20, device="cuda")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+            x.mul_(2); torch.cuda.synchronize()
+        try:
+            gp.profile().start()
+        except gp.CuptiError as e:
+            assert "torch.profiler" in str(e), e
+            print("OK")
+        r = gp.benchmark(lambda: x.mul_(1.0))
+        assert r.clock == "gpu" and "CUPTI" in r.clock_note and "events" in repr(r), repr(r)
+    """)
+    assert rc == 0 and "OK" in out, out
