@@ -269,7 +269,7 @@ static int refs[N_KINDS];
 static int registered; /* our buffer callbacks were registered: flushing means something */
 static int session;    /* kinds are in use: we hold a claim on the CUPTI subscriber */
 
-static const CUpti_ActivityKind kind_lists[N_KINDS][4] = {
+static const CUpti_ActivityKind kind_lists[N_KINDS][5] = {
     {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
     {CUPTI_ACTIVITY_KIND_MEMCPY},
     {CUPTI_ACTIVITY_KIND_MEMSET},
@@ -277,11 +277,14 @@ static const CUpti_ActivityKind kind_lists[N_KINDS][4] = {
     /* External ids are attached to API records: launches go through the runtime (torch, CuPy)
      * or straight to the driver (Triton), so both kinds are needed; their records are ignored.
      * CUDA_EVENT records place each region's start and stop events on the GPU clock, so work
-     * launched by other threads (autograd's) can be attributed by where it ran. */
+     * launched by other threads (autograd's) can be attributed by where it ran. CUPTI 13.0
+     * emits CUDA_EVENT records only while SYNCHRONIZATION is enabled too (or when CUDA_EVENT
+     * was enabled before the CUDA context existed): measured on an H100, 2026-11-25. */
     {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
-     CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_CUDA_EVENT},
+     CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+     CUPTI_ACTIVITY_KIND_CUDA_EVENT},
 };
-static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 4};
+static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 5};
 
 static int
 any_refs(void)
