@@ -232,7 +232,7 @@ def test_triton_kernel_benchmark_matches_cupti_truth():
     assert abs(r.median_ms - truth) <= max(0.01 * truth, 0.3e-3), (r.median_ms, truth)
 
 
-def _fresh(code, timeout=300):
+def _fresh(code, timeout=150):
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                          text=True, timeout=timeout)
     return out.returncode, out.stdout + out.stderr
