@@ -60,6 +60,7 @@ def attribution(rounds: int) -> dict:
             with gp.profile(memory=False) as p:
                 step(m, opt, x, y, phases)
             counts.append(p)
+            opt.zero_grad(set_to_none=True)  # every run starts without gradients
         full = counts[-1].kernels
         fwd, fwd_bwd = len(counts[0].kernels), len(counts[1].kernels)
         truth = {"forward": fwd, "backward": fwd_bwd - fwd, "optimizer": len(full) - fwd_bwd}
