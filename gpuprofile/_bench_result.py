@@ -150,7 +150,8 @@ class BenchmarkResult:
         if not self.gated:
             parts.append("no gate: host launch latency may be included")
         if self.clock_note:
-            parts.append(self.clock_note)
+            parts.append(f"NOT CUPTI: {self.clock_note} (events add a near-constant ~3 µs per "
+                         "iteration)")
         return ", ".join(parts)
 
     def _rows(self) -> list:

@@ -25,6 +25,76 @@ def fmt(value, digits: int = 4) -> str:
     return str(value)
 
 
+NAME_WIDTH = 60
+_ANON = "(anonymous namespace)"
+_OPEN, _CLOSE = "<([{", ">)]}"
+
+
+def _strip_templates(name: str) -> str:
+    """Template arguments collapsed to <…> (nested ones included); `operator<` and the like kept."""
+    out, depth = [], 0
+    for i, ch in enumerate(name):
+        if ch == "<" and not name[:i].endswith("operator") and not name[:i].endswith("<"):
+            if depth == 0:
+                out.append("<…>")
+            depth += 1
+        elif ch == ">" and depth > 0 and not name[:i].endswith("-"):
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out)
+
+
+def _drop_parameters(name: str) -> str:
+    """The name without its trailing parameter list (and `const`), found by bracket depth."""
+    text = name.rstrip()
+    if text.endswith(" const"):
+        text = text[: -len(" const")]
+    if not text.endswith(")"):
+        return text
+    depth = 0
+    for i in range(len(text) - 1, -1, -1):
+        ch = text[i]
+        if ch in _CLOSE:
+            depth += 1
+        elif ch in _OPEN:
+            depth -= 1
+            if depth == 0:
+                return text[:i] if i else text
+    return text
+
+
+def short_name(name: str, width: int = NAME_WIDTH) -> str:
+    """A kernel name short enough for a table: the qualified function name without its return
+    type, parameter list and template arguments (`void at::native::kernel<4, F>(int, F)` ->
+    `at::native::kernel<…>`), cut from the left with … past `width` characters. Names that are no
+    C++ signature (Triton's `triton_poi_fused_add_0`) pass unchanged when they fit."""
+    text = str(name).replace(_ANON, "{anon}")
+    text = _strip_templates(_drop_parameters(text))
+    depth, cut = 0, -1
+    for i, ch in enumerate(text):  # the return type ends at the last top-level space
+        if ch in _OPEN:
+            depth += 1
+        elif ch in _CLOSE:
+            depth -= 1
+        elif ch == " " and depth == 0:
+            cut = i
+    text = text[cut + 1:].replace("{anon}", _ANON) or str(name)
+    return text if len(text) <= width else "…" + text[len(text) - width + 1:]
+
+
+class Label(str):
+    """A table cell shown shortened (short_name) whose full text stays available: as the HTML
+    cell's title attribute, and as `full`."""
+
+    full: str
+
+    def __new__(cls, full: str, width: int = NAME_WIDTH):
+        obj = super().__new__(cls, short_name(full, width))
+        obj.full = str(full)
+        return obj
+
+
 def text_table(headers, rows, title: str | None = None) -> str:
     cells = [[fmt(v) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
@@ -43,7 +113,9 @@ def html_table(headers, rows, title: str | None = None) -> str:
     head = "".join(f"<th style='text-align:right'>{html.escape(h)}</th>" for h in headers)
     body = "".join(
         "<tr>" + "".join(
-            f"<td style='text-align:{'left' if i == 0 else 'right'}'>{html.escape(fmt(v))}</td>"
+            f"<td style='text-align:{'left' if i == 0 else 'right'}'"
+            + (f" title='{html.escape(v.full, quote=True)}'" if isinstance(v, Label) else "")
+            + f">{html.escape(fmt(v))}</td>"
             for i, v in enumerate(row)
         ) + "</tr>"
         for row in rows

@@ -7,7 +7,7 @@ import html
 import math
 from dataclasses import dataclass, field
 
-from ._format import fmt, html_table, text_table
+from ._format import fmt, html_table, short_name, text_table
 from ._verdicts import Verdict, bound_from_sol, combine, roofline_point
 from ._verdicts import aggregation as _aggregation
 from .metric_sets import (
@@ -27,7 +27,7 @@ _NAME_WIDTH = 40
 
 
 def _short(name: str, width: int = _NAME_WIDTH) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+    return short_name(name, width)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from ._format import html_table, text_table
+from ._format import Label, html_table, text_table
 
 
 def merged_intervals(starts, ends):
@@ -165,7 +165,7 @@ _MEMORY_HEADERS = ["region", "instances", "peak MiB", "peak above entry MiB", "a
 
 
 def _kernel_cells(r: GroupRow):
-    return [r.key, r.calls, r.total_ms, r.mean_us, r.min_us, r.max_us, r.pct_busy,
+    return [Label(r.key), r.calls, r.total_ms, r.mean_us, r.min_us, r.max_us, r.pct_busy,
             r.occupancy_pct, r.limiter]
 
 

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 
 from . import _C, _catalog
-from ._format import html_table, text_table
+from ._format import Label, html_table, text_table
 
 _REASON = re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+?)(_not_issued)?$")
 
@@ -86,7 +86,7 @@ class StallReport:
         rows = []
         for k in self.kernels:
             top = ", ".join(f"{r} {s * 100:.1f} %" for r, s in k.top(3))
-            rows.append([k.name[:60], k.samples, top])
+            rows.append([Label(k.name), k.samples, top])
         return rows
 
     def __str__(self) -> str:

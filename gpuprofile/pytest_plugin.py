@@ -237,6 +237,7 @@ def summary_lines(entries) -> list[str]:
     from ._stats import ratio_interval
 
     lines = []
+    notes = []  # why CUPTI timing was not used, once per distinct reason
     groups = sorted({e["group"] or "" for e in entries})
     with_baseline = any("baseline" in e for e in entries)
     for group in groups:
@@ -246,8 +247,13 @@ def summary_lines(entries) -> list[str]:
         rows = []
         for e in (e for e in entries if (e["group"] or "") == group):
             r = e["result"]
+            clock = r["clock"]
+            if r.get("clock_note"):  # fell back from CUPTI: events read ~3 µs high; say so
+                if r["clock_note"] not in notes:
+                    notes.append(r["clock_note"])
+                clock = f"{clock} [{notes.index(r['clock_note']) + 1}]"
             row = [e["name"], fmt_time(r["median_ms"]), f"±{fmt(r['rel_noise'] * 100, 3)} %",
-                   r["iterations"], r["mode"], r["clock"]]
+                   r["iterations"], r["mode"], clock]
             if with_baseline:
                 b = e.get("baseline")
                 if b is None:
@@ -259,4 +265,5 @@ def summary_lines(entries) -> list[str]:
             rows.append(row)
         lines += text_table(headers, rows, title=f"group: {group}" if group else None).splitlines()
         lines.append("")
-    return lines[:-1]
+    lines += [f"[{k + 1}] {note}" for k, note in enumerate(notes)]
+    return lines if notes else lines[:-1]

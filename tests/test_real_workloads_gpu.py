@@ -119,32 +119,40 @@ def test_memory_region_peak_equals_torch_reserved_growth():
 
 
 def test_two_streams_running_concurrently_are_not_mixed_up():
-    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
-    x = torch.randn(1 << 20, device="cuda")
-    go = threading.Barrier(2)
+    # In a fresh process: run in-process after the training-step tests, entering the region hung
+    # once on the H100 (2026-11-25; cause not yet found, see docs/tracing.md).
+    rc, out = _fresh("""
+        import threading, numpy as np, torch, gpuprofile as gp
+        s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+        x = torch.randn(1 << 20, device="cuda")
+        go = threading.Barrier(2)
 
-    def other():
-        with torch.cuda.stream(s2):
-            go.wait()
-            for _ in range(20):
-                torch.cuda._sleep(20_000)
-                x.add_(1)
+        def other():
+            with torch.cuda.stream(s2):
+                go.wait()
+                for _ in range(20):
+                    torch.cuda._sleep(20_000)
+                    x.add_(1)
 
-    with gp.profile(memory=False) as p:
-        t = threading.Thread(target=other)
-        t.start()
-        with torch.cuda.stream(s1), gp.region("mine", stream=s1):
-            go.wait()
-            for _ in range(20):
-                torch.cuda._sleep(20_000)
-                x.mul_(1.0)
-        t.join()
-        torch.cuda.synchronize()
-    k = p.kernels
-    s1_id = int(np.bincount(k["stream"][k["region"] == "mine"].astype(np.int64)).argmax())
-    on_s1 = k["stream"] == s1_id
-    assert on_s1.sum() == 40 and (k["region"][on_s1] == "mine").all()
-    assert (k["region"][~on_s1] == "").all(), "a kernel of the other stream went to the region"
+        with gp.profile(memory=False) as p:
+            t = threading.Thread(target=other)
+            t.start()
+            with torch.cuda.stream(s1), gp.region("mine", stream=s1):
+                go.wait()
+                for _ in range(20):
+                    torch.cuda._sleep(20_000)
+                    x.mul_(1.0)
+            t.join()
+            torch.cuda.synchronize()
+        k = p.kernels
+        mine = k["region"] == "mine"
+        s1_id = int(np.bincount(k["stream"][mine].astype(np.int64)).argmax())
+        on_s1 = k["stream"] == s1_id
+        assert on_s1.sum() == 40 and (k["region"][on_s1] == "mine").all(), k[["stream", "region"]]
+        assert (~on_s1).sum() == 40 and (k["region"][~on_s1] == "").all(), "other stream mixed in"
+        print("OK")
+    """, timeout=90)
+    assert rc == 0 and "OK" in out, out
 
 
 def test_work_launched_by_another_thread_on_the_region_stream():
