@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 CHILD = r"""
@@ -55,8 +56,12 @@ print(json.dumps(out))
 
 def child(env_extra: dict) -> dict:
     env = dict(os.environ, **env_extra)
-    out = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, env=env,
-                         timeout=600)
+    with tempfile.TemporaryDirectory() as tmp:  # Triton's @jit needs its source in a file
+        script = os.path.join(tmp, "coexist_child.py")
+        with open(script, "w") as f:
+            f.write(CHILD)
+        out = subprocess.run([sys.executable, script], capture_output=True, text=True, env=env,
+                             timeout=600)
     if out.returncode:
         raise SystemExit(out.stdout + out.stderr)
     return json.loads(out.stdout.strip().splitlines()[-1])

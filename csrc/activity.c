@@ -286,6 +286,17 @@ static const CUpti_ActivityKind kind_lists[N_KINDS][5] = {
 };
 static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 5};
 
+/* GPUPROFILE_STREAM_ATTRIBUTION=0 leaves out SYNCHRONIZATION and CUDA_EVENT (and with them the
+ * stream rule of attribution). */
+static int
+kind_count(int k)
+{
+    const char *env = getenv("GPUPROFILE_STREAM_ATTRIBUTION");
+    if ((1u << k) == GP_ACT_REGIONS && env != NULL && strcmp(env, "0") == 0)
+        return 3;
+    return kind_counts[k];
+}
+
 static int
 any_refs(void)
 {
@@ -298,7 +309,7 @@ any_refs(void)
 static void
 disable_kind(int k)
 {
-    for (int j = kind_counts[k] - 1; j >= 0; j--)
+    for (int j = kind_count(k) - 1; j >= 0; j--)
         (void)gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
     if ((1u << k) == GP_ACT_REGIONS)
         (void)gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(0);
@@ -309,7 +320,7 @@ enable_kind(int k)
 {
     if ((1u << k) == GP_ACT_REGIONS)
         GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(1));
-    for (int j = 0; j < kind_counts[k]; j++)
+    for (int j = 0; j < kind_count(k); j++)
         GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnable(kind_lists[k][j]));
     if ((1u << k) == GP_ACT_REGIONS && gp_attribution_set_tracing(1) < 0)
         goto error;
@@ -373,7 +384,7 @@ gp_activity_release(unsigned mask)
             continue;
         if ((1u << k) == GP_ACT_REGIONS)
             gp_attribution_set_tracing(0);
-        for (int j = kind_counts[k] - 1; j >= 0; j--) {
+        for (int j = kind_count(k) - 1; j >= 0; j--) {
             CUptiResult res = gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
             if (res != CUPTI_SUCCESS && rc == 0) {
                 gp_set_cupti_error(res, "cuptiActivityDisable", __FILE__, __LINE__);
