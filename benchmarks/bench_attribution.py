@@ -45,7 +45,7 @@ def step(m, opt, x, y, phases):
             opt.zero_grad(set_to_none=True)
 
 
-def attribution(rounds: int) -> dict:
+def attribution(rounds: int, stream: bool) -> dict:
     m = model()
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
     x = torch.randint(0, 8192, (8, 256), device="cuda")
@@ -57,7 +57,7 @@ def attribution(rounds: int) -> dict:
     for _ in range(rounds):
         counts = []
         for phases in (("forward",), ("forward", "backward"), ("forward", "backward", "optimizer")):
-            with gp.profile(memory=False) as p:
+            with gp.profile(memory=False, stream_attribution=stream) as p:
                 step(m, opt, x, y, phases)
             counts.append(p)
             opt.zero_grad(set_to_none=True)  # every run starts without gradients
@@ -81,7 +81,7 @@ def region_cost(n: int, rounds: int) -> dict:
     for _ in range(rounds):
         for key, regions in (("attribution", True), ("no_attribution", False)):
             r = gp.region("r")
-            with gp.profile(memory=False, regions=regions):
+            with gp.profile(memory=False, regions=regions, stream_attribution=regions):
                 t0 = time.perf_counter_ns()
                 for _ in range(n):
                     with r:
@@ -98,12 +98,15 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     res = {"device": gp.device_info().name, "date": time.strftime("%Y-%m-%d"),
-           "torch": torch.__version__, "attribution": attribution(args.rounds),
+           "torch": torch.__version__, "attribution": attribution(args.rounds, True),
+           "launch_rule_only": attribution(1, False),
            "region_enter_exit_ns": region_cost(20_000, 7)}
     for row in res["attribution"]["rounds"]:
         print(f"kernels {row['kernels']}: truth {row['truth']} attributed {row['attributed']} "
               f"unattributed {row['unattributed']} rules {row['by_rule']} "
               f"right region {100 * row['right_region_share']:.2f} %")
+    row = res["launch_rule_only"]["rounds"][0]
+    print(f"launch rule only: attributed {row['attributed']} of truth {row['truth']}")
     c = res["region_enter_exit_ns"]
     print(f"region enter+exit while tracing: {c['attribution']:.0f} ns with attribution, "
           f"{c['no_attribution']:.0f} ns without")

@@ -264,38 +264,27 @@ buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, s
 
 /* ---- kinds (GIL held) ----------------------------------------------------------------------- */
 
-#define N_KINDS 5
+#define N_KINDS 6
 static int refs[N_KINDS];
 static int registered; /* our buffer callbacks were registered: flushing means something */
 static int session;    /* kinds are in use: we hold a claim on the CUPTI subscriber */
 
-static const CUpti_ActivityKind kind_lists[N_KINDS][5] = {
+static const CUpti_ActivityKind kind_lists[N_KINDS][3] = {
     {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
     {CUPTI_ACTIVITY_KIND_MEMCPY},
     {CUPTI_ACTIVITY_KIND_MEMSET},
     {CUPTI_ACTIVITY_KIND_MEMORY2},
     /* External ids are attached to API records: launches go through the runtime (torch, CuPy)
-     * or straight to the driver (Triton), so both kinds are needed; their records are ignored.
-     * CUDA_EVENT records place each region's start and stop events on the GPU clock, so work
+     * or straight to the driver (Triton), so both kinds are needed; their records are ignored. */
+    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
+     CUPTI_ACTIVITY_KIND_DRIVER},
+    /* CUDA_EVENT records place each region's start and stop events on the GPU clock, so work
      * launched by other threads (autograd's) can be attributed by where it ran. CUPTI 13.0
      * emits CUDA_EVENT records only while SYNCHRONIZATION is enabled too (or when CUDA_EVENT
      * was enabled before the CUDA context existed): measured on an H100, 2026-11-25. */
-    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
-     CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-     CUPTI_ACTIVITY_KIND_CUDA_EVENT},
+    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_CUDA_EVENT},
 };
-static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 5};
-
-/* GPUPROFILE_STREAM_ATTRIBUTION=0 leaves out SYNCHRONIZATION and CUDA_EVENT (and with them the
- * stream rule of attribution). */
-static int
-kind_count(int k)
-{
-    const char *env = getenv("GPUPROFILE_STREAM_ATTRIBUTION");
-    if ((1u << k) == GP_ACT_REGIONS && env != NULL && strcmp(env, "0") == 0)
-        return 3;
-    return kind_counts[k];
-}
+static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 3, 2};
 
 static int
 any_refs(void)
@@ -309,18 +298,18 @@ any_refs(void)
 static void
 disable_kind(int k)
 {
-    for (int j = kind_count(k) - 1; j >= 0; j--)
+    for (int j = kind_counts[k] - 1; j >= 0; j--)
         (void)gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
-    if ((1u << k) == GP_ACT_REGIONS)
+    if ((1u << k) == GP_ACT_EVENTS)
         (void)gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(0);
 }
 
 static int
 enable_kind(int k)
 {
-    if ((1u << k) == GP_ACT_REGIONS)
+    if ((1u << k) == GP_ACT_EVENTS)
         GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(1));
-    for (int j = 0; j < kind_count(k); j++)
+    for (int j = 0; j < kind_counts[k]; j++)
         GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnable(kind_lists[k][j]));
     if ((1u << k) == GP_ACT_REGIONS && gp_attribution_set_tracing(1) < 0)
         goto error;
@@ -384,14 +373,14 @@ gp_activity_release(unsigned mask)
             continue;
         if ((1u << k) == GP_ACT_REGIONS)
             gp_attribution_set_tracing(0);
-        for (int j = kind_count(k) - 1; j >= 0; j--) {
+        for (int j = kind_counts[k] - 1; j >= 0; j--) {
             CUptiResult res = gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
             if (res != CUPTI_SUCCESS && rc == 0) {
                 gp_set_cupti_error(res, "cuptiActivityDisable", __FILE__, __LINE__);
                 rc = -1;
             }
         }
-        if ((1u << k) == GP_ACT_REGIONS)
+        if ((1u << k) == GP_ACT_EVENTS)
             (void)gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(0);
     }
     if (session && !any_refs()) {
@@ -551,9 +540,9 @@ activity_state(PyObject *module, PyObject *unused)
     unsigned long long allocated = buffers_allocated, refused = buffers_refused;
     int free_count = n_free;
     pthread_mutex_unlock(&buffer_lock);
-    return Py_BuildValue("{s:{s:i,s:i,s:i,s:i,s:i},s:K,s:K,s:i,s:n}", "refs", "kernel", refs[0],
-                         "memcpy", refs[1], "memset", refs[2], "memory", refs[3], "regions",
-                         refs[4], "buffers_in_cupti", allocated, "buffers_refused", refused,
+    return Py_BuildValue("{s:{s:i,s:i,s:i,s:i,s:i,s:i},s:K,s:K,s:i,s:n}", "refs", "kernel",
+                         refs[0], "memcpy", refs[1], "memset", refs[2], "memory", refs[3],
+                         "regions", refs[4], "events", refs[5], "buffers_in_cupti", allocated, "buffers_refused", refused,
                          "buffers_free", free_count, "buffer_bytes", (Py_ssize_t)GP_BUFFER_BYTES);
 }
 

@@ -21,10 +21,11 @@ enum {
     GP_ACT_MEMCPY = 2,  /* MEMCPY */
     GP_ACT_MEMSET = 4,  /* MEMSET */
     GP_ACT_MEMORY = 8,  /* MEMORY2: allocations and frees */
-    GP_ACT_REGIONS = 16 /* EXTERNAL_CORRELATION (+ the RUNTIME and DRIVER records it needs) and
-                           CUDA_EVENT with device timestamps (where regions ran on the GPU) */
+    GP_ACT_REGIONS = 16, /* EXTERNAL_CORRELATION (+ the RUNTIME and DRIVER records it needs) */
+    GP_ACT_EVENTS = 32   /* CUDA_EVENT with device timestamps (+ SYNCHRONIZATION, without which
+                            CUPTI 13.0 emits none): where regions ran on the GPU */
 };
-#define GP_ACT_ALL 31
+#define GP_ACT_ALL 63
 
 /* 88 bytes. Times in CUPTI's timestamp domain (ns). */
 typedef struct {

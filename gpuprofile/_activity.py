@@ -18,7 +18,7 @@ from ._attribution import attribute  # noqa: F401  (re-exported: memory, tests)
 from ._C import CuptiError
 from ._foreign import torch_profiler_active
 
-KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS = 1, 2, 4, 8, 16
+KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS, EVENTS = 1, 2, 4, 8, 16, 32
 
 # Mirrors gp_kernel_out (88 bytes).
 KERNEL_RAW = np.dtype([

@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 from . import _C
-from ._activity import KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
+from ._activity import EVENTS, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
 from ._attribution import RULES, attribute, combine, region_intervals
 from ._profile_summary import Summary, busy_ns, factorize, group_rows, region_rows
 from .memory import build_timeline, label_regions, region_memory
@@ -166,8 +166,9 @@ class Profile:
     gpuprofile.profile()."""
 
     def __init__(self, kernels: bool = True, memcpy: bool = True, memset: bool = True,
-                 memory: bool = True, regions: bool = True):
-        flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions)
+                 memory: bool = True, regions: bool = True, stream_attribution: bool = False):
+        flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
+                     stream_attribution=stream_attribution)
         for key, value in flags.items():
             if not isinstance(value, bool):
                 raise TypeError(f"profile({key}=...) must be True or False, got {value!r}")
@@ -177,7 +178,10 @@ class Profile:
             raise ValueError("profile(): nothing to record (kernels, memcpy, memset and memory "
                              "are all False)")
         if regions and self.mask & (KERNELS | MEMCPY | MEMSET):
-            self.mask |= REGIONS
+            self.mask |= REGIONS | (EVENTS if stream_attribution else 0)
+        elif stream_attribution:
+            raise ValueError("profile(stream_attribution=True) needs regions=True and kernels, "
+                             "memcpy or memset")
         self.kinds = [k for k, v in flags.items() if v]
         self.state = "new"
         self.errors: list = []
@@ -473,14 +477,18 @@ def running() -> Profile | None:
 
 
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True) -> Profile:
+            regions: bool = True, stream_attribution: bool = False) -> Profile:
     """Trace the GPU: `with gpuprofile.profile() as p:` or p.start() / p.stop().
 
     kernels, memcpy, memset: record each kernel / copy / set with its timing and launch details;
     memory: record device allocations and frees (p.memory timeline, region peaks); regions:
     attribute each kernel, copy and set to the innermost gpuprofile region open at launch (this
-    also records CUDA API activity, which adds host cost per call). Needs a device and CUPTI;
+    also records CUDA API activity, which adds host cost per call); stream_attribution: also
+    attribute work that other threads enqueue on a region's stream while it is open (autograd's
+    backward) by placing each region on the GPU clock (CUPTI CUDA_EVENT and SYNCHRONIZATION
+    records; experimental, see docs/tracing.md). Needs a device and CUPTI;
     raises CuptiError if another profiler holds CUPTI, GpuProfileError if a profile is already
     recording."""
-    return Profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions)
+    return Profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
+                   stream_attribution=stream_attribution)
 

@@ -193,14 +193,15 @@ def test_cupti_missing_is_reported_everywhere():
 def test_activity_entry_points_validate_and_idle():
     C = gp._C
     with pytest.raises(ValueError, match="mask"):
-        C._activity_acquire(64)
+        C._activity_acquire(128)
     with pytest.raises(TypeError):
         C._activity_acquire("kernels")
     C._activity_release(0)
     raw = C._activity_take()  # empty here unless earlier GPU tests left late records
     assert len(raw["kernels"]) % 88 == 0 and isinstance(raw["names"], list)
     state = C._activity_state()
-    assert state["refs"] == {"kernel": 0, "memcpy": 0, "memset": 0, "memory": 0, "regions": 0}
+    assert state["refs"] == {"kernel": 0, "memcpy": 0, "memset": 0, "memory": 0, "regions": 0,
+                             "events": 0}
     assert C._attribution_state()["tracing"] is False
 
 

@@ -5,6 +5,7 @@ one process. Nothing is downloaded: the models are built here. Skipped without a
 without the framework."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -43,6 +44,20 @@ def _step(model, opt, x, y, phases=("forward", "backward", "optimizer")):
             opt.zero_grad(set_to_none=True)
 
 
+def _isolated(request) -> bool:
+    """Runs this test again in a fresh interpreter and returns True (the caller then returns),
+    unless this is that interpreter. Tests that trace with stream_attribution=True run so: after
+    them, a later region entry in the same process hung once on the H100 (2026-11-25; cause not
+    yet found, see docs/tracing.md), and a hang must not stop the rest of the suite."""
+    if os.environ.get("GPUPROFILE_TEST_ISOLATED") == "1":
+        return False
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          request.node.nodeid], cwd=request.config.rootpath, capture_output=True,
+                         text=True, timeout=240, env=dict(os.environ, GPUPROFILE_TEST_ISOLATED="1"))
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    return True
+
+
 def _count(p, region=None):
     k = p.kernels
     return len(k) if region is None else int((k["region"] == region).sum())
@@ -60,11 +75,13 @@ def training():
     return model, opt, x, y
 
 
-def test_training_step_kernels_go_to_the_right_region(training):
-    model, opt, x, y = training
+def test_training_step_kernels_go_to_the_right_region(request):
+    if _isolated(request):
+        return
+    model, opt, x, y = request.getfixturevalue("training")
     counts = {}
     for phases in (("forward",), ("forward", "backward"), ("forward", "backward", "optimizer")):
-        with gp.profile(memory=False) as p:
+        with gp.profile(memory=False, stream_attribution=True) as p:
             _step(model, opt, x, y, phases)
         counts[phases] = p
         opt.zero_grad(set_to_none=True)  # every run starts without gradients
@@ -134,7 +151,7 @@ def test_two_streams_running_concurrently_are_not_mixed_up():
                     torch.cuda._sleep(20_000)
                     x.add_(1)
 
-        with gp.profile(memory=False) as p:
+        with gp.profile(memory=False, stream_attribution=True) as p:
             t = threading.Thread(target=other)
             t.start()
             with torch.cuda.stream(s1), gp.region("mine", stream=s1):
@@ -155,8 +172,10 @@ def test_two_streams_running_concurrently_are_not_mixed_up():
     assert rc == 0 and "OK" in out, out
 
 
-def test_work_launched_by_another_thread_on_the_region_stream():
-    with gp.profile(memory=False) as p:
+def test_work_launched_by_another_thread_on_the_region_stream(request):
+    if _isolated(request):
+        return
+    with gp.profile(memory=False, stream_attribution=True) as p:
         with gp.region("outer"):
             torch.cuda._sleep(2_000_000)  # keep the stream busy while the worker launches
             t = threading.Thread(target=lambda: [torch.cuda._sleep(1000) for _ in range(5)])
