@@ -39,7 +39,7 @@ static vec_t memcpys = {.elem = sizeof(gp_memcpy_out)};
 static vec_t memsets = {.elem = sizeof(gp_memset_out)};
 static vec_t memories = {.elem = sizeof(gp_memory_out)};
 static vec_t extcorrs = {.elem = sizeof(gp_extcorr_out)};
-static vec_t events = {.elem = sizeof(gp_event_out)};
+static vec_t region_streams = {.elem = sizeof(gp_region_stream_out)};
 static uint64_t lost; /* records parsed but not stored (out of memory) */
 
 /* A zeroed slot at the end of `v`, or NULL (record counted as lost). store_lock held. */
@@ -171,20 +171,6 @@ add_extcorr(const CUpti_ActivityExternalCorrelation *e)
 }
 
 static void
-add_event(const CUpti_ActivityCudaEvent2 *e)
-{
-    gp_event_out *o = vec_push(&events);
-    if (o == NULL)
-        return;
-    o->timestamp = e->deviceTimestamp;
-    o->correlation_id = e->correlationId;
-    o->device = e->deviceId;
-    o->context = e->contextId;
-    o->stream = e->streamId;
-    o->event_id = e->eventId;
-}
-
-static void
 parse_buffer(uint8_t *buffer, size_t valid)
 {
     CUpti_Activity *rec = NULL;
@@ -207,12 +193,23 @@ parse_buffer(uint8_t *buffer, size_t valid)
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
             add_extcorr((const CUpti_ActivityExternalCorrelation *)rec);
             break;
-        case CUPTI_ACTIVITY_KIND_CUDA_EVENT:
-            add_event((const CUpti_ActivityCudaEvent2 *)rec);
-            break;
         default: /* RUNTIME and DRIVER records: enabled only so that external ids are recorded */
             break;
         }
+    }
+    pthread_mutex_unlock(&store_lock);
+}
+
+void
+gp_activity_note_region_stream(int64_t record, uint32_t device, uint32_t stream, int before)
+{
+    pthread_mutex_lock(&store_lock);
+    gp_region_stream_out *o = vec_push(&region_streams);
+    if (o != NULL) {
+        o->record = record;
+        o->device = device;
+        o->stream = stream;
+        o->before = before != 0;
     }
     pthread_mutex_unlock(&store_lock);
 }
@@ -264,7 +261,7 @@ buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, s
 
 /* ---- kinds (GIL held) ----------------------------------------------------------------------- */
 
-#define N_KINDS 6
+#define N_KINDS 5
 static int refs[N_KINDS];
 static int registered; /* our buffer callbacks were registered: flushing means something */
 static int session;    /* kinds are in use: we hold a claim on the CUPTI subscriber */
@@ -278,13 +275,8 @@ static const CUpti_ActivityKind kind_lists[N_KINDS][3] = {
      * or straight to the driver (Triton), so both kinds are needed; their records are ignored. */
     {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
      CUPTI_ACTIVITY_KIND_DRIVER},
-    /* CUDA_EVENT records place each region's start and stop events on the GPU clock, so work
-     * launched by other threads (autograd's) can be attributed by where it ran. CUPTI 13.0
-     * emits CUDA_EVENT records only while SYNCHRONIZATION is enabled too (or when CUDA_EVENT
-     * was enabled before the CUDA context existed): measured on an H100, 2026-11-25. */
-    {CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, CUPTI_ACTIVITY_KIND_CUDA_EVENT},
 };
-static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 3, 2};
+static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 3};
 
 static int
 any_refs(void)
@@ -300,15 +292,11 @@ disable_kind(int k)
 {
     for (int j = kind_counts[k] - 1; j >= 0; j--)
         (void)gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
-    if ((1u << k) == GP_ACT_EVENTS)
-        (void)gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(0);
 }
 
 static int
 enable_kind(int k)
 {
-    if ((1u << k) == GP_ACT_EVENTS)
-        GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(1));
     for (int j = 0; j < kind_counts[k]; j++)
         GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnable(kind_lists[k][j]));
     if ((1u << k) == GP_ACT_REGIONS && gp_attribution_set_tracing(1) < 0)
@@ -380,8 +368,6 @@ gp_activity_release(unsigned mask)
                 rc = -1;
             }
         }
-        if ((1u << k) == GP_ACT_EVENTS)
-            (void)gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(0);
     }
     if (session && !any_refs()) {
         gp_cupti_release(); /* the session's claim on the subscriber, taken in begin_session */
@@ -506,10 +492,12 @@ activity_take(PyObject *module, PyObject *unused)
     vec_t k, c, s, m, e, v;
     uint64_t our_lost, dropped;
     pthread_mutex_lock(&store_lock);
-    k = kernels, c = memcpys, s = memsets, m = memories, e = extcorrs, v = events;
-    kernels.data = memcpys.data = memsets.data = memories.data = extcorrs.data = events.data = NULL;
-    kernels.n = memcpys.n = memsets.n = memories.n = extcorrs.n = events.n = 0;
-    kernels.cap = memcpys.cap = memsets.cap = memories.cap = extcorrs.cap = events.cap = 0;
+    k = kernels, c = memcpys, s = memsets, m = memories, e = extcorrs, v = region_streams;
+    kernels.data = memcpys.data = memsets.data = memories.data = extcorrs.data = NULL;
+    kernels.n = memcpys.n = memsets.n = memories.n = extcorrs.n = 0;
+    kernels.cap = memcpys.cap = memsets.cap = memories.cap = extcorrs.cap = 0;
+    region_streams.data = NULL;
+    region_streams.n = region_streams.cap = 0;
     our_lost = lost;
     lost = 0;
     pthread_mutex_unlock(&store_lock);
@@ -520,7 +508,7 @@ activity_take(PyObject *module, PyObject *unused)
         take_dropped(our_lost, &dropped) < 0)
         goto error;
     return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:K}", "kernels", kb, "memcpy", cb,
-                         "memset", sb, "memory", mb, "extcorr", eb, "events", vb, "names", names,
+                         "memset", sb, "memory", mb, "extcorr", eb, "region_streams", vb, "names", names,
                          "dropped", (unsigned long long)dropped);
 error:
     Py_XDECREF(vb);
@@ -540,9 +528,9 @@ activity_state(PyObject *module, PyObject *unused)
     unsigned long long allocated = buffers_allocated, refused = buffers_refused;
     int free_count = n_free;
     pthread_mutex_unlock(&buffer_lock);
-    return Py_BuildValue("{s:{s:i,s:i,s:i,s:i,s:i,s:i},s:K,s:K,s:i,s:n}", "refs", "kernel",
-                         refs[0], "memcpy", refs[1], "memset", refs[2], "memory", refs[3],
-                         "regions", refs[4], "events", refs[5], "buffers_in_cupti", allocated, "buffers_refused", refused,
+    return Py_BuildValue("{s:{s:i,s:i,s:i,s:i,s:i},s:K,s:K,s:i,s:n}", "refs", "kernel", refs[0],
+                         "memcpy", refs[1], "memset", refs[2], "memory", refs[3], "regions",
+                         refs[4], "buffers_in_cupti", allocated, "buffers_refused", refused,
                          "buffers_free", free_count, "buffer_bytes", (Py_ssize_t)GP_BUFFER_BYTES);
 }
 
@@ -656,17 +644,16 @@ activity_layouts(PyObject *module, PyObject *unused)
         GP_FIELD(gp_memory_out, is_async)};
     static const field_t extcorr[] = {GP_FIELD(gp_extcorr_out, external_id),
                                       GP_FIELD(gp_extcorr_out, correlation_id)};
-    static const field_t event[] = {
-        GP_FIELD(gp_event_out, timestamp), GP_FIELD(gp_event_out, correlation_id),
-        GP_FIELD(gp_event_out, device), GP_FIELD(gp_event_out, stream),
-        GP_FIELD(gp_event_out, event_id)};
+    static const field_t region_stream[] = {
+        GP_FIELD(gp_region_stream_out, record), GP_FIELD(gp_region_stream_out, device),
+        GP_FIELD(gp_region_stream_out, stream), GP_FIELD(gp_region_stream_out, before)};
 #define GP_N(a) (sizeof a / sizeof a[0])
     return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N}", "kernel", layout_list(kernel, GP_N(kernel)),
                          "memcpy", layout_list(memcpy_, GP_N(memcpy_)), "memset",
                          layout_list(memset_, GP_N(memset_)), "memory",
                          layout_list(memory, GP_N(memory)), "extcorr",
-                         layout_list(extcorr, GP_N(extcorr)), "event",
-                         layout_list(event, GP_N(event)));
+                         layout_list(extcorr, GP_N(extcorr)), "region_stream",
+                         layout_list(region_stream, GP_N(region_stream)));
 #undef GP_N
 }
 

@@ -21,11 +21,9 @@ enum {
     GP_ACT_MEMCPY = 2,  /* MEMCPY */
     GP_ACT_MEMSET = 4,  /* MEMSET */
     GP_ACT_MEMORY = 8,  /* MEMORY2: allocations and frees */
-    GP_ACT_REGIONS = 16, /* EXTERNAL_CORRELATION (+ the RUNTIME and DRIVER records it needs) */
-    GP_ACT_EVENTS = 32   /* CUDA_EVENT with device timestamps (+ SYNCHRONIZATION, without which
-                            CUPTI 13.0 emits none): where regions ran on the GPU */
+    GP_ACT_REGIONS = 16 /* EXTERNAL_CORRELATION (+ the RUNTIME and DRIVER records it needs) */
 };
-#define GP_ACT_ALL 63
+#define GP_ACT_ALL 31
 
 /* 88 bytes. Times in CUPTI's timestamp domain (ns). */
 typedef struct {
@@ -73,12 +71,13 @@ typedef struct {
     uint32_t correlation_id, pad;
 } gp_extcorr_out;
 
-/* 32 bytes: a cudaEventRecord call `correlation_id` whose event the GPU reached at `timestamp`
- * (CUPTI's clock, 0 if CUPTI could not time it) on `stream`. */
+/* 24 bytes: region record `record` records its events on CUPTI stream `stream` of device
+ * `device` (UINT32_MAX: CUPTI could not name the stream). `before`: the region was already open
+ * when tracing started (its start event is not in the trace). */
 typedef struct {
-    uint64_t timestamp;
-    uint32_t correlation_id, device, context, stream, event_id, pad;
-} gp_event_out;
+    int64_t record;
+    uint32_t device, stream, before, pad;
+} gp_region_stream_out;
 
 /* gpuprofile/_activity.py mirrors these sizes and field offsets. */
 _Static_assert(sizeof(gp_kernel_out) == 88, "gp_kernel_out layout");
@@ -86,7 +85,7 @@ _Static_assert(sizeof(gp_memcpy_out) == 48, "gp_memcpy_out layout");
 _Static_assert(sizeof(gp_memset_out) == 48, "gp_memset_out layout");
 _Static_assert(sizeof(gp_memory_out) == 48, "gp_memory_out layout");
 _Static_assert(sizeof(gp_extcorr_out) == 16, "gp_extcorr_out layout");
-_Static_assert(sizeof(gp_event_out) == 32, "gp_event_out layout");
+_Static_assert(sizeof(gp_region_stream_out) == 24, "gp_region_stream_out layout");
 
 /* Enable the kinds in `mask` for one more user (claims CUPTI on first use). GIL held; 0 or -1
  * with CuptiError/NoDeviceError, nothing acquired. */
@@ -94,6 +93,10 @@ int gp_activity_acquire(unsigned mask);
 /* Drop one user of each kind in `mask`, disabling kinds nobody uses. GIL held; -1 with an
  * exception if CUPTI refused to disable one (the counts are dropped regardless). */
 int gp_activity_release(unsigned mask);
+
+/* Notes where a region entered while tracing records its events (handed over with the next take).
+ * Any thread; a full store counts the row as lost. */
+void gp_activity_note_region_stream(int64_t record, uint32_t device, uint32_t stream, int before);
 
 int gp_activity_init(PyObject *module);
 

@@ -23,7 +23,7 @@ static _Thread_local id_stack pushed;
 static _Thread_local id_stack tracked;
 
 static int tracing;
-static unsigned long long memory_entries, pop_errors;
+static unsigned long long memory_entries, pop_errors, stream_errors;
 
 static int
 push_id(int64_t rec)
@@ -45,6 +45,29 @@ pop_id(void)
     if (gp_cupti.cuptiActivityPopExternalCorrelationId(GP_EXTERNAL_KIND, &last) != CUPTI_SUCCESS)
         pop_errors++;
     pushed.n--;
+}
+
+/* Notes which CUPTI stream region `rec` records its events on, for the stream rule
+ * (gpuprofile/_attribution.py): work on that stream enqueued between the region's two
+ * cudaEventRecord calls ran inside the region, whichever thread enqueued it. A stream CUPTI
+ * cannot name is noted as UINT32_MAX (no stream rule for that region) and counted. `before`:
+ * the region was open before tracing started. */
+static void
+note_stream(int64_t rec, int before)
+{
+    int device;
+    cudaStream_t stream;
+    if (gp_region_record_stream(rec, &device, &stream) < 0)
+        return;
+    /* The two default-stream handles: CUPTI takes NULL plus a per-thread flag. */
+    uint8_t per_thread = stream == cudaStreamPerThread;
+    CUstream s = (per_thread || stream == cudaStreamLegacy) ? NULL : (CUstream)stream;
+    uint32_t id = UINT32_MAX;
+    if (gp_cupti.cuptiGetStreamIdEx(NULL, s, per_thread, &id) != CUPTI_SUCCESS) {
+        id = UINT32_MAX;
+        stream_errors++;
+    }
+    gp_activity_note_region_stream(rec, (uint32_t)device, id, before);
 }
 
 /* After an exit, the parent becomes innermost: make sure it is the one on top. */
@@ -71,6 +94,8 @@ gp_attribution_set_tracing(int on)
             tracing = 0;
             return -1;
         }
+        if (inner >= 0)
+            note_stream(inner, 1);
         return 0;
     }
     tracing = 0;
@@ -115,10 +140,13 @@ observe_enter(int64_t rec, void *unused)
     int memory = gp_region_record_memory(rec);
     if (memory && memory_enter(rec) < 0)
         return -1;
-    if (tracing && push_id(rec) < 0) {
-        if (memory)
-            memory_exit(rec);
-        return -1;
+    if (tracing) {
+        if (push_id(rec) < 0) {
+            if (memory)
+                memory_exit(rec);
+            return -1;
+        }
+        note_stream(rec, 0);
     }
     return 0;
 }
@@ -138,10 +166,10 @@ static const gp_region_observer observer = {observe_enter, observe_exit, NULL};
 static PyObject *
 attribution_state(PyObject *module, PyObject *unused)
 {
-    return Py_BuildValue("{s:O,s:i,s:i,s:K,s:K}", "tracing", tracing ? Py_True : Py_False,
+    return Py_BuildValue("{s:O,s:i,s:i,s:K,s:K,s:K}", "tracing", tracing ? Py_True : Py_False,
                          "pushed_on_this_thread", pushed.n, "memory_regions_open_on_this_thread",
                          tracked.n, "memory_region_entries", memory_entries, "pop_errors",
-                         pop_errors);
+                         pop_errors, "stream_errors", stream_errors);
 }
 
 static PyMethodDef attribution_methods[] = {

@@ -32,7 +32,7 @@
     X(cuptiActivityGetNumDroppedRecords)                                                           \
     X(cuptiActivityPushExternalCorrelationId)                                                      \
     X(cuptiActivityPopExternalCorrelationId)                                                       \
-    X(cuptiActivityEnableCudaEventDeviceTimestamps)                                                \
+    X(cuptiGetStreamIdEx)                                                                          \
     GP_CUPTI_COUNTER_FUNCTIONS(X)
 
 /* Hardware counters (profiler_host.c, profiler_target.c, range_profiler.c, pcsampling.c,

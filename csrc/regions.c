@@ -39,6 +39,7 @@ typedef struct {
     int64_t parent;
     uint64_t thread;
     cudaEvent_t ev[2];
+    cudaStream_t stream; /* where the events are recorded (valid while the region is open) */
     int32_t depth;
     int16_t device; /* -1: host clock */
     uint8_t state;
@@ -456,6 +457,7 @@ enter_impl(gp_region *self)
     r->device = (int16_t)device;
     r->ev[0] = ev[0];
     r->ev[1] = ev[1];
+    r->stream = self->stream;
     r->gpu_ms = NAN;
     r->host_end_ns = 0;
     r->state = REC_OPEN;
@@ -834,6 +836,16 @@ int
 gp_region_record_memory(int64_t index)
 {
     return index >= 0 && (size_t)index < store.n && (store.recs[index].flags & REC_MEMORY);
+}
+
+int
+gp_region_record_stream(int64_t index, int *device, cudaStream_t *stream)
+{
+    if (index < 0 || (size_t)index >= store.n || store.recs[index].device < 0)
+        return -1;
+    *device = store.recs[index].device;
+    *stream = store.recs[index].stream;
+    return 0;
 }
 
 PyObject *

@@ -9,6 +9,7 @@
 #define GP_REGIONS_H
 
 #include <Python.h>
+#include <cuda_runtime_api.h>
 #include <stdint.h>
 
 int gp_regions_init(PyObject *module);
@@ -23,6 +24,10 @@ PyObject *gp_region_innermost_metrics(void);
 
 /* Whether record `index` is of a region(memory=True); 0 if out of range. */
 int gp_region_record_memory(int64_t index);
+
+/* The device and stream of record `index`'s events: 0, or -1 for a host-clock or unknown record.
+ * The stream handle is meaningful only while the region is open. */
+int gp_region_record_stream(int64_t index, int *device, cudaStream_t *stream);
 
 /* Name of record `index` (borrowed), or NULL if out of range. */
 PyObject *gp_region_record_name(int64_t index);

@@ -56,7 +56,7 @@ def stats(name: str):
 
 
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = False):
+            regions: bool = True, stream_attribution: bool = True):
     """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
     (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
     gpuprofile.profiling.profile."""

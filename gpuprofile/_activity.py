@@ -18,7 +18,7 @@ from ._attribution import attribute  # noqa: F401  (re-exported: memory, tests)
 from ._C import CuptiError
 from ._foreign import torch_profiler_active
 
-KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS, EVENTS = 1, 2, 4, 8, 16, 32
+KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS = 1, 2, 4, 8, 16
 
 # Mirrors gp_kernel_out (88 bytes).
 KERNEL_RAW = np.dtype([
@@ -50,14 +50,13 @@ MEMORY_RAW = np.dtype([
 ])
 # Mirrors gp_extcorr_out (16 bytes).
 EXTCORR_RAW = np.dtype([("external_id", "<u8"), ("correlation_id", "<u4"), ("pad", "<u4")])
-# Mirrors gp_event_out (32 bytes): a cudaEventRecord reached by the GPU (regions' start/stop).
-EVENT_RAW = np.dtype([
-    ("timestamp", "<u8"), ("correlation_id", "<u4"), ("device", "<u4"), ("context", "<u4"),
-    ("stream", "<u4"), ("event_id", "<u4"), ("pad", "<u4"),
+# Mirrors gp_region_stream_out (24 bytes): the CUPTI stream a traced region records its events on.
+REGION_STREAM_RAW = np.dtype([
+    ("record", "<i8"), ("device", "<u4"), ("stream", "<u4"), ("before", "<u4"), ("pad", "<u4"),
 ])
 
 for _dtype, _size in ((KERNEL_RAW, 88), (MEMCPY_RAW, 48), (MEMSET_RAW, 48), (MEMORY_RAW, 48),
-                      (EXTCORR_RAW, 16), (EVENT_RAW, 32)):
+                      (EXTCORR_RAW, 16), (REGION_STREAM_RAW, 24)):
     assert _dtype.itemsize == _size, (_dtype, _size)
 
 
@@ -72,9 +71,9 @@ class Chunk:
     extcorr: np.ndarray
     names: list
     dropped: int = 0
-    events: np.ndarray = field(default_factory=lambda: np.empty(0, EVENT_RAW))
+    region_streams: np.ndarray = field(default_factory=lambda: np.empty(0, REGION_STREAM_RAW))
 
-    _ARRAYS = ("kernels", "memcpy", "memset", "memory", "extcorr", "events")
+    _ARRAYS = ("kernels", "memcpy", "memset", "memory", "extcorr", "region_streams")
 
     @classmethod
     def empty(cls) -> Chunk:
@@ -90,7 +89,7 @@ class Chunk:
             memory=np.frombuffer(raw["memory"], MEMORY_RAW),
             extcorr=np.frombuffer(raw["extcorr"], EXTCORR_RAW),
             names=raw["names"], dropped=int(raw["dropped"]),
-            events=np.frombuffer(raw["events"], EVENT_RAW),
+            region_streams=np.frombuffer(raw["region_streams"], REGION_STREAM_RAW),
         )
 
     @classmethod
@@ -227,5 +226,6 @@ def clip(chunk: Chunk, t0: int, t1: int) -> Chunk:
         memcpy=chunk.memcpy[keep(chunk.memcpy["start"], chunk.memcpy["end"])],
         memset=chunk.memset[keep(chunk.memset["start"], chunk.memset["end"])],
         memory=chunk.memory[keep(chunk.memory["timestamp"], chunk.memory["timestamp"])],
-        extcorr=chunk.extcorr, names=chunk.names, dropped=chunk.dropped, events=chunk.events,
+        extcorr=chunk.extcorr, names=chunk.names, dropped=chunk.dropped,
+        region_streams=chunk.region_streams,
     )

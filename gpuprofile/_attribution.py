@@ -5,13 +5,17 @@ one decided each row):
 
 - "launch": the CUDA call that enqueued the work ran on a thread while the region was its
   innermost open region. CUPTI's external correlation records tie the call to the region.
-- "stream": the work ran on the GPU inside the region's interval, on the region's stream: after
-  the region's start event and before its stop event. This catches what other threads enqueue
-  for the region (autograd runs backward on its own threads; a worker thread may launch on the
-  region's stream). CUPTI's CUDA_EVENT records with device timestamps put the two events on the
-  trace's clock; the region's own events are the first and last event records carrying its
-  external id (it is pushed before the start event is recorded and popped after the stop event).
-  With several candidates the region that started last wins (nested regions: the innermost).
+- "stream": the work was enqueued on the region's stream between the region's start and stop
+  events, so the GPU ran it inside the region, whichever thread enqueued it (autograd runs
+  backward on its own threads; a worker thread may launch on the region's stream). A stream
+  runs its work in the order it was enqueued, and CUPTI numbers CUDA calls in the order they
+  are made (correlation ids), so "between the two events" is a comparison of correlation ids:
+  the region's own events are recorded by the first and last calls carrying its external id
+  (the id is pushed before the start event is recorded and popped after the stop event). The
+  region's stream is named by CUPTI when the region is entered. A region open when tracing
+  started has no start call in the trace (it starts at 0); one still open when tracing stopped
+  has no stop call (it ends after every call). With several candidates the region whose start
+  came last wins (nested regions: the innermost).
 
 Work matched by neither rule is left out of every region ("" and record -1).
 """
@@ -39,69 +43,74 @@ def attribute(correlation_ids, extcorr) -> np.ndarray:
     return np.where(keys[pos] == corr, vals[pos], -1)
 
 
+NO_STREAM = 0xFFFFFFFF  # a region stream CUPTI could not name
+END = 1 << 32  # after every correlation id (CUPTI's are 32-bit)
+
+
 def _empty_intervals() -> dict:
     z = np.empty(0, np.int64)
     return {"record": z, "device": z, "stream": z, "start": z, "end": z}
 
 
-def region_intervals(events, extcorr, t0: int, t1: int, began_before=None) -> dict:
-    """Each traced region's interval on the GPU: arrays record, device, stream, start, end (CUPTI
-    clock). `events`: CUDA_EVENT records (gpuprofile._activity.EVENT_RAW). A region with a
-    single event was open when tracing started (the event is its stop; it starts at t0) or when
-    it stopped (the event is its start; it ends at t1): `began_before(records)` says which
-    (default: still open at the end)."""
-    if not len(events):
+def region_intervals(region_streams, extcorr, ended_after=None) -> dict:
+    """Each traced region's interval in correlation-id order: arrays record, device, stream
+    (CUPTI's), start, end; work on that device and stream whose correlation id lies strictly
+    between start and end was enqueued inside the region. `region_streams`: rows of
+    gpuprofile._activity.REGION_STREAM_RAW. `ended_after(records)` says which regions were still
+    open when tracing stopped (default: none)."""
+    rows = region_streams[region_streams["stream"] != NO_STREAM] if len(region_streams) else []
+    if not len(rows):
         return _empty_intervals()
-    rec = attribute(events["correlation_id"], extcorr)
-    keep = (rec >= 0) & (events["timestamp"] > 0)
-    ev, rec = events[keep], rec[keep]
-    if not len(ev):
-        return _empty_intervals()
-    order = np.lexsort((ev["correlation_id"], rec))
-    ev, rec = ev[order], rec[order]
-    cut = rec[1:] != rec[:-1]
-    first = np.flatnonzero(np.r_[True, cut])
-    last = np.flatnonzero(np.r_[cut, True])
-    records = rec[first]
-    start = ev["timestamp"][first].astype(np.int64)
-    end = ev["timestamp"][last].astype(np.int64)
-    single = first == last
-    before = (np.asarray(began_before(records), dtype=bool) if began_before is not None
-              else np.zeros(len(records), dtype=bool))
-    start = np.where(single & before, t0, start)
-    end = np.where(single & ~before, t1, end)
-    return {"record": records, "device": ev["device"][first].astype(np.int64),
-            "stream": ev["stream"][first].astype(np.int64), "start": start, "end": end}
+    records, first = np.unique(rows["record"].astype(np.int64), return_index=True)
+    rows = rows[first]
+    start = np.full(len(records), -1, np.int64)
+    end = np.full(len(records), -1, np.int64)
+    if len(extcorr):
+        ext = extcorr["external_id"].astype(np.int64) - 1
+        corr = extcorr["correlation_id"].astype(np.int64)
+        pos = np.searchsorted(records, ext)
+        pos_ok = np.minimum(pos, len(records) - 1)
+        mine = records[pos_ok] == ext
+        np.maximum.at(end, pos_ok[mine], corr[mine])
+        lowest = np.full(len(records), END, np.int64)
+        np.minimum.at(lowest, pos_ok[mine], corr[mine])
+        start = np.where(lowest < END, lowest, -1)
+    start = np.where(rows["before"] != 0, 0, start)
+    open_at_stop = (np.asarray(ended_after(records), dtype=bool) if ended_after is not None
+                    else np.zeros(len(records), dtype=bool))
+    end = np.where(open_at_stop, END, end)
+    keep = (start >= 0) & (end >= 0)
+    return {"record": records[keep], "device": rows["device"][keep].astype(np.int64),
+            "stream": rows["stream"][keep].astype(np.int64), "start": start[keep],
+            "end": end[keep]}
 
 
-def by_interval(device, stream, start, end, intervals: dict, depth=None) -> np.ndarray:
-    """Region record (-1: none) of each row whose [start, end] lies inside a region interval on the
-    same device and stream: the interval that starts last (ties: the deepest, `depth` per
-    record)."""
+def by_order(device, stream, correlation, intervals: dict, depth=None) -> np.ndarray:
+    """Region record (-1: none) of each row enqueued on a region's device and stream strictly
+    between the region's start and stop calls: the region that started last (ties: the deepest,
+    `depth` per record)."""
     device = np.asarray(device, dtype=np.int64)
     stream = np.asarray(stream, dtype=np.int64)
-    start = np.asarray(start, dtype=np.int64)
-    end = np.asarray(end, dtype=np.int64)
-    out = np.full(start.size, -1, np.int64)
+    corr = np.asarray(correlation, dtype=np.int64)
+    out = np.full(corr.size, -1, np.int64)
     iv = intervals
-    if not start.size or not len(iv["record"]):
+    if not corr.size or not len(iv["record"]):
         return out
     key = (device << 32) | stream
-    rows = np.lexsort((start, key))
-    row_key, row_start = key[rows], start[rows]
+    rows = np.lexsort((corr, key))
+    row_key, row_corr = key[rows], corr[rows]
     tie = (np.asarray(depth, np.int64)[iv["record"]] if depth is not None
            else np.zeros(len(iv["record"]), np.int64))
     for j in np.lexsort((tie, iv["start"])):  # outer first, so inner ones overwrite
         k = (iv["device"][j] << 32) | iv["stream"][j]
         lo, hi = np.searchsorted(row_key, k, "left"), np.searchsorted(row_key, k, "right")
-        a = lo + np.searchsorted(row_start[lo:hi], iv["start"][j], "left")
-        b = lo + np.searchsorted(row_start[lo:hi], iv["end"][j], "right")
-        idx = rows[a:b]
-        out[idx[end[idx] <= iv["end"][j]]] = iv["record"][j]
+        a = lo + np.searchsorted(row_corr[lo:hi], iv["start"][j], "right")
+        b = lo + np.searchsorted(row_corr[lo:hi], iv["end"][j], "left")
+        out[rows[a:b]] = iv["record"][j]
     return out
 
 
-def combine(launch, device, stream, start, end, intervals: dict, depth=None):
+def combine(launch, device, stream, correlation, intervals: dict, depth=None):
     """(record, rule) per row: the launch rule where it matched, else the stream rule. `rule`
     holds NONE, LAUNCH or STREAM (labels: RULES[rule])."""
     launch = np.asarray(launch, dtype=np.int64)
@@ -109,8 +118,8 @@ def combine(launch, device, stream, start, end, intervals: dict, depth=None):
     record = launch.copy()
     todo = np.flatnonzero(launch < 0)
     if todo.size and len(intervals["record"]):
-        found = by_interval(np.asarray(device)[todo], np.asarray(stream)[todo],
-                            np.asarray(start)[todo], np.asarray(end)[todo], intervals, depth)
+        found = by_order(np.asarray(device)[todo], np.asarray(stream)[todo],
+                         np.asarray(correlation)[todo], intervals, depth)
         hit = found >= 0
         record[todo[hit]] = found[hit]
         rule[todo[hit]] = STREAM

@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 
 from . import _C
-from ._activity import EVENTS, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
+from ._activity import KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
 from ._attribution import RULES, attribute, combine, region_intervals
 from ._profile_summary import Summary, busy_ns, factorize, group_rows, region_rows
 from .memory import build_timeline, label_regions, region_memory
@@ -160,13 +160,18 @@ def _copy_record_ids(raw, extcorr):
     return np.where(by_driver >= 0, by_driver, by_runtime)
 
 
+def _enqueue_order(raw):
+    """A copy's place in CUDA call order: its driver correlation id, else its runtime one."""
+    return np.where(raw["correlation_id"] > 0, raw["correlation_id"], raw["runtime_correlation_id"])
+
+
 class Profile:
     """CUPTI activity trace of everything the GPU ran between start() and stop(), in this
     process, on every device and stream. See the module docstring; build it with
     gpuprofile.profile()."""
 
     def __init__(self, kernels: bool = True, memcpy: bool = True, memset: bool = True,
-                 memory: bool = True, regions: bool = True, stream_attribution: bool = False):
+                 memory: bool = True, regions: bool = True, stream_attribution: bool = True):
         flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
                      stream_attribution=stream_attribution)
         for key, value in flags.items():
@@ -178,10 +183,8 @@ class Profile:
             raise ValueError("profile(): nothing to record (kernels, memcpy, memset and memory "
                              "are all False)")
         if regions and self.mask & (KERNELS | MEMCPY | MEMSET):
-            self.mask |= REGIONS | (EVENTS if stream_attribution else 0)
-        elif stream_attribution:
-            raise ValueError("profile(stream_attribution=True) needs regions=True and kernels, "
-                             "memcpy or memset")
+            self.mask |= REGIONS
+        self.stream_attribution = stream_attribution and bool(self.mask & REGIONS)
         self.kinds = [k for k, v in flags.items() if v]
         self.state = "new"
         self.errors: list = []
@@ -309,26 +312,28 @@ class Profile:
         return self._limits[device]
 
     def _intervals(self) -> dict:
-        """Each traced region's interval on the GPU (gpuprofile._attribution.region_intervals)."""
+        """Each traced region's interval in correlation order (_attribution.region_intervals)."""
         def build():
             w = self._stopped()
             rec = self._records
+            if not self.stream_attribution:
+                return region_intervals(w.chunk.region_streams[:0], w.chunk.extcorr)
 
-            def began_before(r):
+            def open_at_stop(r):
                 if rec is None or not len(rec):
                     return np.zeros(len(r), dtype=bool)
                 valid = (r >= 0) & (r < len(rec))
-                host = np.where(valid, rec["host_start_ns"][np.where(valid, r, 0)], 0)
-                return valid & (host + w.offset_ns < w.t0)
+                at = np.where(valid, r, 0)
+                host_end = rec["host_end_ns"][at]
+                return valid & (rec["open"][at].astype(bool) | (host_end + w.offset_ns > w.t1))
 
-            return region_intervals(w.chunk.events, w.chunk.extcorr, w.t0, w.t1, began_before)
+            return region_intervals(w.chunk.region_streams, w.chunk.extcorr, open_at_stop)
         return self._cached("intervals", build)
 
-    def _attribute(self, raw, launch):
-        """(record, rule) of each kernel/copy/set row: launch thread first, else stream interval."""
+    def _attribute(self, raw, launch, correlation):
+        """(record, rule) of each kernel/copy/set row: launch thread first, else stream order."""
         depth = self._records["depth"] if self._records is not None and len(self._records) else None
-        return combine(launch, raw["device"], raw["stream"], raw["start"], raw["end"],
-                       self._intervals(), depth)
+        return combine(launch, raw["device"], raw["stream"], correlation, self._intervals(), depth)
 
     def _cached(self, key, build):
         if key not in self._cache:
@@ -342,13 +347,14 @@ class Profile:
         dynamic_smem (bytes per block), local_mem_per_thread, correlation_id, graph_id, region
         (the gpuprofile region it belongs to, '' if none), region_record (its index in
         gpuprofile.records(), -1), attribution (the rule that found the region: 'launch' when
-        it was launched from a thread inside the region, 'stream' when it ran inside the
-        region's GPU interval on the region's stream, '' if none; see docs/tracing.md),
+        it was launched from a thread inside the region, 'stream' when another thread enqueued
+        it on the region's stream between the region's events, '' if none; docs/tracing.md),
         occupancy (theoretical, 0..1), active_blocks_per_sm and occupancy_limiter. In order of
         arrival; sort by start_ns for time order."""
         def build():
             c = self._chunk
-            rec, rule = self._attribute(c.kernels, attribute(c.kernels["correlation_id"], c.extcorr))
+            rec, rule = self._attribute(c.kernels, attribute(c.kernels["correlation_id"], c.extcorr),
+                                        c.kernels["correlation_id"])
             return build_kernels(c.kernels, c.names, rec, self._region_names(), self._limits_of, rule)
         return self._cached("kernels", build)
 
@@ -358,7 +364,8 @@ class Profile:
         destination memory kinds, device/context/stream, region, gbps (bytes per ns = GB/s)."""
         def build():
             c = self._chunk
-            rec, rule = self._attribute(c.memcpy, _copy_record_ids(c.memcpy, c.extcorr))
+            rec, rule = self._attribute(c.memcpy, _copy_record_ids(c.memcpy, c.extcorr),
+                                        _enqueue_order(c.memcpy))
             return build_memcpy(c.memcpy, rec, self._region_names(), rule)
         return self._cached("memcpy", build)
 
@@ -367,7 +374,8 @@ class Profile:
         """One row per memory set: times, bytes, value, memory kind, device/context/stream, region."""
         def build():
             c = self._chunk
-            rec, rule = self._attribute(c.memset, attribute(c.memset["correlation_id"], c.extcorr))
+            rec, rule = self._attribute(c.memset, attribute(c.memset["correlation_id"], c.extcorr),
+                                        c.memset["correlation_id"])
             return build_memset(c.memset, rec, self._region_names(), rule)
         return self._cached("memset", build)
 
@@ -477,7 +485,7 @@ def running() -> Profile | None:
 
 
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = False) -> Profile:
+            regions: bool = True, stream_attribution: bool = True) -> Profile:
     """Trace the GPU: `with gpuprofile.profile() as p:` or p.start() / p.stop().
 
     kernels, memcpy, memset: record each kernel / copy / set with its timing and launch details;
@@ -485,8 +493,8 @@ def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memo
     attribute each kernel, copy and set to the innermost gpuprofile region open at launch (this
     also records CUDA API activity, which adds host cost per call); stream_attribution: also
     attribute work that other threads enqueue on a region's stream while it is open (autograd's
-    backward) by placing each region on the GPU clock (CUPTI CUDA_EVENT and SYNCHRONIZATION
-    records; experimental, see docs/tracing.md). Needs a device and CUPTI;
+    backward), by the order of CUDA calls on that stream (see docs/tracing.md); False keeps
+    only the launching thread's rule. Needs a device and CUPTI;
     raises CuptiError if another profiler holds CUPTI, GpuProfileError if a profile is already
     recording."""
     return Profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,

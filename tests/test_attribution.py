@@ -20,87 +20,96 @@ def _ext(pairs):
     return e
 
 
-def _events(rows):
-    """rows: (correlation id, timestamp, stream)."""
-    v = np.zeros(len(rows), _activity.EVENT_RAW)
-    for k, (corr, ts, stream) in enumerate(rows):
-        v[k]["correlation_id"], v[k]["timestamp"], v[k]["stream"] = corr, ts, stream
+def _streams(rows):
+    """rows: (record, stream) or (record, stream, before) on device 0."""
+    v = np.zeros(len(rows), _activity.REGION_STREAM_RAW)
+    for k, row in enumerate(rows):
+        v[k]["record"], v[k]["stream"] = row[0], row[1]
+        v[k]["before"] = row[2] if len(row) > 2 else 0
     return v
 
 
-def test_intervals_from_the_first_and_last_event_of_each_region():
-    # region 0: events 10 (t=100) and 40 (t=900); region 1 nested: 20 (t=200), 30 (t=300);
-    # a torch event inside region 0 (corr 25) on another stream does not move its bounds
-    ext = _ext([(10, 0), (40, 0), (25, 0), (20, 1), (30, 1)])
-    ev = _events([(40, 900, 7), (20, 200, 7), (10, 100, 7), (30, 300, 7), (25, 950, 9)])
-    iv = _attribution.region_intervals(ev, ext, 0, 10_000)
-    assert iv["record"].tolist() == [0, 1]
-    assert iv["start"].tolist() == [100, 200] and iv["end"].tolist() == [900, 300]
-    # the first and last by correlation id are the region's own: corr 25 < 40
-    ev2 = _events([(10, 100, 7), (25, 950, 9), (40, 900, 7)])
-    iv2 = _attribution.region_intervals(ev2, _ext([(10, 0), (25, 0), (40, 0)]), 0, 10_000)
-    assert iv2["start"].tolist() == [100] and iv2["end"].tolist() == [900]
-    assert iv2["stream"].tolist() == [7]
+def test_intervals_from_the_first_and_last_call_of_each_region():
+    # region 0 records its events with calls 10 and 40 and launches 25 inside; region 1 is nested
+    # (calls 20 and 30); extcorr rows come in any order
+    ext = _ext([(40, 0), (20, 1), (10, 0), (30, 1), (25, 0)])
+    iv = _attribution.region_intervals(_streams([(1, 7), (0, 7)]), ext)
+    assert iv["record"].tolist() == [0, 1] and iv["stream"].tolist() == [7, 7]
+    assert iv["start"].tolist() == [10, 20] and iv["end"].tolist() == [40, 30]
+    assert iv["device"].tolist() == [0, 0]
 
 
-def test_a_single_event_is_a_start_or_a_stop():
-    ext = _ext([(10, 0), (20, 1)])
-    ev = _events([(10, 500, 7), (20, 600, 7)])
-    iv = _attribution.region_intervals(ev, ext, 50, 5000, began_before=lambda r: r == 0)
-    assert iv["start"].tolist() == [50, 600] and iv["end"].tolist() == [500, 5000]
+def test_regions_open_when_tracing_started_or_stopped():
+    # region 0 was open before tracing (its start call is not traced); region 1 was still open
+    # when tracing stopped (its stop call is not traced)
+    ext = _ext([(15, 0), (40, 0), (50, 1), (60, 1)])
+    iv = _attribution.region_intervals(_streams([(0, 7, 1), (1, 7)]), ext,
+                                       ended_after=lambda r: r == 1)
+    assert iv["start"].tolist() == [0, 50] and iv["end"].tolist() == [40, _attribution.END]
+    # open across the whole trace and silent in it: everything on its stream
+    iv = _attribution.region_intervals(_streams([(2, 7, 1)]), _ext([]), ended_after=lambda r: r >= 0)
+    assert iv["start"].tolist() == [0] and iv["end"].tolist() == [_attribution.END]
 
 
-def test_events_without_timestamps_or_region_are_ignored():
-    ext = _ext([(10, 0)])
-    ev = _events([(10, 0, 7), (11, 500, 7)])
-    iv = _attribution.region_intervals(ev, ext, 0, 1000)
-    assert len(iv["record"]) == 0
-    assert len(_attribution.region_intervals(_events([]), ext, 0, 1)["record"]) == 0
+def test_unnamed_streams_and_regions_without_calls_are_ignored():
+    ext = _ext([(10, 0), (20, 0)])
+    assert len(_attribution.region_intervals(_streams([(0, _attribution.NO_STREAM)]), ext)["record"]) == 0
+    assert len(_attribution.region_intervals(_streams([(3, 7)]), ext)["record"]) == 0
+    assert len(_attribution.region_intervals(_streams([]), ext)["record"]) == 0
+    # a region noted twice (entered once) keeps one interval
+    assert _attribution.region_intervals(_streams([(0, 7), (0, 7)]), ext)["record"].tolist() == [0]
 
 
-def test_launch_rule_first_then_innermost_interval_on_the_same_stream():
+def test_launch_rule_first_then_innermost_region_on_the_same_stream():
     iv = {"record": np.array([0, 1, 2]), "device": np.array([0, 0, 0]),
           "stream": np.array([7, 7, 9]), "start": np.array([100, 200, 100]),
           "end": np.array([1000, 400, 1000])}
-    # rows: in 1 (nested in 0); in 0 only; straddling 1's end (-> 0); on stream 9 (-> 2);
-    # stream 8 (none); device 1 (none); already attributed by launch to record 5
-    device = np.array([0, 0, 0, 0, 0, 1, 0])
-    stream = np.array([7, 7, 7, 9, 8, 7, 7])
-    start = np.array([210, 500, 350, 150, 150, 150, 150])
-    end = np.array([390, 600, 450, 160, 160, 160, 160])
-    launch = np.array([-1, -1, -1, -1, -1, -1, 5])
-    rec, rule = _attribution.combine(launch, device, stream, start, end, iv, depth=np.array([0, 1, 0, 0, 0, 0]))
-    assert rec.tolist() == [1, 0, 0, 2, -1, -1, 5]
-    assert _attribution.RULES[rule].tolist() == ["stream", "stream", "stream", "stream", "", "", "launch"]
+    # rows: inside 1 (nested in 0); inside 0 only; after 1's stop (-> 0); on stream 9 (-> 2);
+    # stream 8 (none); device 1 (none); already attributed by launch to record 5; the region's
+    # own start call (none: strictly between); after 0's stop (none)
+    device = np.array([0, 0, 0, 0, 0, 1, 0, 0, 0])
+    stream = np.array([7, 7, 7, 9, 8, 7, 7, 7, 7])
+    corr = np.array([210, 500, 450, 150, 150, 150, 150, 100, 1001])
+    launch = np.array([-1, -1, -1, -1, -1, -1, 5, -1, -1])
+    rec, rule = _attribution.combine(launch, device, stream, corr, iv, depth=np.array([0, 1, 0, 0, 0, 0]))
+    assert rec.tolist() == [1, 0, 0, 2, -1, -1, 5, -1, -1]
+    assert _attribution.RULES[rule].tolist() == ["stream", "stream", "stream", "stream", "", "", "launch", "", ""]
 
 
 def test_equal_starts_go_to_the_deeper_region():
     iv = {"record": np.array([3, 4]), "device": np.array([0, 0]), "stream": np.array([7, 7]),
-          "start": np.array([100, 100]), "end": np.array([500, 500])}
+          "start": np.array([0, 0]), "end": np.array([500, 500])}
     for depth in (np.array([0, 0, 0, 1, 2]), np.array([0, 0, 0, 2, 1])):
-        rec, _ = _attribution.combine([-1], [0], [7], [200], [300], iv, depth)
+        rec, _ = _attribution.combine([-1], [0], [7], [200], iv, depth)
         assert rec.tolist() == [3 + int(depth[4] > depth[3])]
 
 
-def test_profile_attributes_synthetic_work_of_another_thread():
-    # a kernel launched on the region's thread (external id) and one launched elsewhere that ran
-    # inside the region's interval on its stream
-    k = np.zeros(2, _activity.KERNEL_RAW)
-    k["correlation_id"] = [5, 50]
-    k["start"], k["end"] = [150, 300], [200, 350]
+def _synthetic_profile(stream_attribution=True):
+    # a kernel launched on the region's thread (external id 1: call 5) and one another thread
+    # enqueued on the region's stream (call 50) between the region's event calls 1 and 90
+    k = np.zeros(3, _activity.KERNEL_RAW)
+    k["correlation_id"] = [5, 50, 95]
+    k["start"], k["end"] = [150, 300, 500], [200, 350, 600]
     k["stream"] = 7
     chunk = _activity.Chunk(k, np.empty(0, _activity.MEMCPY_RAW), np.empty(0, _activity.MEMSET_RAW),
-                            np.empty(0, _activity.MEMORY_RAW), _ext([(5, 0), (1, 0), (9, 0)]),
-                            names=["k"], events=_events([(1, 100, 7), (9, 400, 7)]))
+                            np.empty(0, _activity.MEMORY_RAW), _ext([(5, 0), (1, 0), (90, 0)]),
+                            names=["k"], region_streams=_streams([(0, 7)]))
     w = _activity.Window(t0=0, t1=1000, offset_ns=0, offset_uncertainty_ns=0, chunk=chunk)
-    recs = np.zeros(1, [("name", object), ("depth", "<i4"), ("host_start_ns", "<i8")])
-    recs["name"] = "step"
+    recs = np.zeros(1, [("name", object), ("depth", "<i4"), ("host_start_ns", "<i8"),
+                        ("host_end_ns", "<i8"), ("open", "u1")])
+    recs["name"], recs["host_start_ns"], recs["host_end_ns"] = "step", 10, 900
     from gpuprofile.profiling import Profile
 
-    p = Profile._from_window(w, records=recs)
-    assert p.kernels["region"].tolist() == ["step", "step"]
-    assert p.kernels["attribution"].tolist() == ["launch", "stream"]
+    return Profile._from_window(w, records=recs, stream_attribution=stream_attribution)
+
+
+def test_profile_attributes_synthetic_work_of_another_thread():
+    p = _synthetic_profile()
+    assert p.kernels["region"].tolist() == ["step", "step", ""]
+    assert p.kernels["attribution"].tolist() == ["launch", "stream", ""]
     assert len(p.memcpy) == 0 and p.memcpy.dtype.names[-2] == "attribution"
+    off = _synthetic_profile(stream_attribution=False)
+    assert off.kernels["attribution"].tolist() == ["launch", "", ""]
 
 
 @pytest.mark.parametrize("name, short", [

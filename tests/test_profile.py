@@ -50,7 +50,7 @@ class FakeC:
         k["end"] = k["start"] + 1000
         mem = self.memory if self.memory is not None else np.zeros(0, _activity.MEMORY_RAW)
         raw = {"kernels": k.tobytes(), "memcpy": b"", "memset": b"", "memory": mem.tobytes(),
-               "extcorr": ext.tobytes(), "events": b"", "names": ["k(int)", "b", "c"],
+               "extcorr": ext.tobytes(), "region_streams": b"", "names": ["k(int)", "b", "c"],
                "dropped": self.dropped}
         self.memory = None
         return raw
@@ -194,14 +194,15 @@ def test_activity_entry_points_validate_and_idle():
     C = gp._C
     with pytest.raises(ValueError, match="mask"):
         C._activity_acquire(128)
+    with pytest.raises(ValueError, match="mask"):
+        C._activity_acquire(32)  # the CUDA_EVENT kind is gone: stream order needs no GPU clock
     with pytest.raises(TypeError):
         C._activity_acquire("kernels")
     C._activity_release(0)
     raw = C._activity_take()  # empty here unless earlier GPU tests left late records
     assert len(raw["kernels"]) % 88 == 0 and isinstance(raw["names"], list)
     state = C._activity_state()
-    assert state["refs"] == {"kernel": 0, "memcpy": 0, "memset": 0, "memory": 0, "regions": 0,
-                             "events": 0}
+    assert state["refs"] == {"kernel": 0, "memcpy": 0, "memset": 0, "memory": 0, "regions": 0}
     assert C._attribution_state()["tracing"] is False
 
 
@@ -263,7 +264,7 @@ def test_cupti_missing_a_function_is_reported(tmp_path):
 def test_numpy_mirrors_match_the_c_structs():
     dtypes = {"kernel": _activity.KERNEL_RAW, "memcpy": _activity.MEMCPY_RAW,
               "memset": _activity.MEMSET_RAW, "memory": _activity.MEMORY_RAW,
-              "extcorr": _activity.EXTCORR_RAW, "event": _activity.EVENT_RAW}
+              "extcorr": _activity.EXTCORR_RAW, "region_stream": _activity.REGION_STREAM_RAW}
     renamed = {"grid": "grid_x", "block": "block_x"}  # arrays in C, three fields in NumPy
     for struct, fields in gp._C._activity_layouts().items():
         for name, offset in fields:
