@@ -4,8 +4,8 @@ A 4-layer GPT-2-sized decoder (d=768, 12 heads, seq 256, batch 8, vocab 8192; bu
 downloaded), one AdamW step profiled with forward / backward / optimizer regions. The right
 region of each kernel is known by construction: the same step run phase by phase (forward alone,
 forward+backward) gives each phase's kernel count. Also the host cost of a region's enter+exit
-while tracing with attribution (external ids + CUDA_EVENT device timestamps) against tracing
-without it, interleaved over rounds.
+while tracing with attribution (an external id pushed and popped, the region's CUPTI stream id
+looked up) against tracing without it and against no tracing, interleaved over rounds.
 
     python benchmarks/bench_attribution.py --json attribution.json
 """
@@ -13,6 +13,7 @@ without it, interleaved over rounds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import time
 
@@ -76,18 +77,24 @@ def attribution(rounds: int, stream: bool) -> dict:
 
 
 def region_cost(n: int, rounds: int) -> dict:
-    """Host ns per region enter+exit while a profile traces, with and without attribution."""
-    out = {"attribution": [], "no_attribution": []}
+    """Host ns per region enter+exit while a profile traces, with and without attribution (on the
+    default stream and on a torch stream), and without a profile."""
+    side = torch.cuda.Stream()
+    cases = (("attribution", True, None), ("attribution_torch_stream", True, side),
+             ("no_attribution", False, None), ("not_tracing", None, None))
+    out = {key: [] for key, _, _ in cases}
     for _ in range(rounds):
-        for key, regions in (("attribution", True), ("no_attribution", False)):
-            r = gp.region("r")
-            with gp.profile(memory=False, regions=regions, stream_attribution=regions):
+        for key, regions, stream in cases:
+            r = gp.region("r", stream=stream)
+            with (gp.profile(memory=False, regions=regions) if regions is not None
+                  else contextlib.nullcontext()):
                 t0 = time.perf_counter_ns()
                 for _ in range(n):
                     with r:
                         pass
                 t1 = time.perf_counter_ns()
             out[key].append((t1 - t0) / n)
+            torch.cuda.synchronize()
             gp.reset()
     return {k: float(np.median(v)) for k, v in out.items()} | {"rounds": rounds, "n": n}
 
@@ -108,8 +115,9 @@ def main() -> None:
     row = res["launch_rule_only"]["rounds"][0]
     print(f"launch rule only: attributed {row['attributed']} of truth {row['truth']}")
     c = res["region_enter_exit_ns"]
-    print(f"region enter+exit while tracing: {c['attribution']:.0f} ns with attribution, "
-          f"{c['no_attribution']:.0f} ns without")
+    print(f"region enter+exit while tracing: {c['attribution']:.0f} ns with attribution "
+          f"({c['attribution_torch_stream']:.0f} ns on a torch stream), {c['no_attribution']:.0f} ns "
+          f"without; {c['not_tracing']:.0f} ns not tracing")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -2,6 +2,7 @@
  * GIL held, on the thread that enters or exits the region. */
 #include "attribution.h"
 #include "activity.h"
+#include "context.h"
 #include "cupti_loader.h"
 #include "device.h"
 #include "errors.h"
@@ -24,6 +25,7 @@ static _Thread_local id_stack tracked;
 
 static int tracing;
 static unsigned long long memory_entries, pop_errors, stream_errors;
+static int last_stream_error; /* CUPTI's (or -1: no context) for the last stream not named */
 
 static int
 push_id(int64_t rec)
@@ -62,10 +64,17 @@ note_stream(int64_t rec, int before)
     /* The two default-stream handles: CUPTI takes NULL plus a per-thread flag. */
     uint8_t per_thread = stream == cudaStreamPerThread;
     CUstream s = (per_thread || stream == cudaStreamLegacy) ? NULL : (CUstream)stream;
+    CUcontext ctx = NULL;
     uint32_t id = UINT32_MAX;
-    if (gp_cupti.cuptiGetStreamIdEx(NULL, s, per_thread, &id) != CUPTI_SUCCESS) {
+    CUptiResult res = CUPTI_ERROR_UNKNOWN;
+    if (gp_stream_context(stream, &ctx) < 0)
+        PyErr_Clear(); /* counted below: that region gets no stream rule */
+    else
+        res = gp_cupti.cuptiGetStreamIdEx(ctx, s, per_thread, &id);
+    if (res != CUPTI_SUCCESS) {
         id = UINT32_MAX;
         stream_errors++;
+        last_stream_error = ctx == NULL ? -1 : (int)res;
     }
     gp_activity_note_region_stream(rec, (uint32_t)device, id, before);
 }
@@ -166,10 +175,11 @@ static const gp_region_observer observer = {observe_enter, observe_exit, NULL};
 static PyObject *
 attribution_state(PyObject *module, PyObject *unused)
 {
-    return Py_BuildValue("{s:O,s:i,s:i,s:K,s:K,s:K}", "tracing", tracing ? Py_True : Py_False,
-                         "pushed_on_this_thread", pushed.n, "memory_regions_open_on_this_thread",
-                         tracked.n, "memory_region_entries", memory_entries, "pop_errors",
-                         pop_errors, "stream_errors", stream_errors);
+    return Py_BuildValue("{s:O,s:i,s:i,s:K,s:K,s:K,s:i}", "tracing",
+                         tracing ? Py_True : Py_False, "pushed_on_this_thread", pushed.n,
+                         "memory_regions_open_on_this_thread", tracked.n, "memory_region_entries",
+                         memory_entries, "pop_errors", pop_errors, "stream_errors", stream_errors,
+                         "last_stream_error", last_stream_error);
 }
 
 static PyMethodDef attribution_methods[] = {

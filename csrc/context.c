@@ -7,9 +7,11 @@
 
 typedef CUresult (*ctx_get_current_fn)(CUcontext *);
 typedef CUresult (*device_get_fn)(CUdevice *, int);
+typedef CUresult (*stream_get_ctx_fn)(CUstream, CUcontext *);
 
 static ctx_get_current_fn ctx_get_current;
 static device_get_fn device_get;
+static stream_get_ctx_fn stream_get_ctx;
 
 static int
 bind(const char *symbol, void **fn)
@@ -49,6 +51,19 @@ gp_current_context(CUcontext *ctx, int *device, CUdevice *cu_device)
     return 0;
 error:
     return -1;
+}
+
+int
+gp_stream_context(cudaStream_t stream, CUcontext *ctx)
+{
+    if (stream_get_ctx == NULL && bind("cuStreamGetCtx", (void **)&stream_get_ctx) < 0)
+        return -1;
+    CUresult res = stream_get_ctx((CUstream)stream, ctx);
+    if (res != CUDA_SUCCESS || *ctx == NULL) {
+        PyErr_Format(gp_CudaError, "cuStreamGetCtx failed (CUresult %d)", (int)res);
+        return -1;
+    }
+    return 0;
 }
 
 int

@@ -6,10 +6,15 @@
 
 #include <Python.h>
 #include <cuda.h>
+#include <cuda_runtime_api.h>
 
 /* The current device's primary context, made current and initialized (what torch and CuPy use):
  * 0 with *ctx, *device (runtime ordinal) and *cu_device set; -1 with NoDeviceError/CudaError. */
 int gp_current_context(CUcontext *ctx, int *device, CUdevice *cu_device);
+
+/* The context of `stream` (any handle, the default-stream ones included): 0, or -1 with
+ * CudaError. */
+int gp_stream_context(cudaStream_t stream, CUcontext *ctx);
 
 /* cudaDeviceSynchronize with the GIL released; -1 with CudaError naming `what`. */
 int gp_sync_device(const char *what);

@@ -137,11 +137,12 @@ typedef struct {
     int64_t rec;       /* -1: entered while disabled */
 } frame_t;
 
-typedef struct {
+typedef struct thread_t_ {
     frame_t *frames;
     int n, cap;
     int depth; /* frames with a record */
     uint64_t id;
+    struct thread_t_ *next_dead;
 } thread_t;
 
 static _Thread_local thread_t *tls;
@@ -149,12 +150,52 @@ static pthread_key_t tls_key;
 static PyTypeObject *RegionType;
 static PyTypeObject *RegionCallType;
 
+/* A thread that ends inside regions cannot close them itself: its exit (no GIL) queues its
+ * state, and reap_dead_threads (GIL held; called by records() and reset()) closes those regions
+ * as failed: no GPU time, not open, their events back in the pool. */
+static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
+static thread_t *dead_threads;
+
 static void
 thread_free(void *p)
 {
     thread_t *t = p;
+    if (t->n > 0) {
+        pthread_mutex_lock(&dead_lock);
+        t->next_dead = dead_threads;
+        dead_threads = t;
+        pthread_mutex_unlock(&dead_lock);
+        return;
+    }
     free(t->frames);
     free(t);
+}
+
+static void
+reap_dead_threads(void)
+{
+    pthread_mutex_lock(&dead_lock);
+    thread_t *t = dead_threads;
+    dead_threads = NULL;
+    pthread_mutex_unlock(&dead_lock);
+    while (t != NULL) {
+        thread_t *next = t->next_dead;
+        for (int k = t->n - 1; k >= 0; k--) {
+            int64_t i = t->frames[k].rec;
+            if (i >= 0 && (size_t)i < store.n && store.recs[i].state == REC_OPEN) {
+                gp_record *r = &store.recs[i];
+                r->state = REC_DONE;
+                r->flags |= REC_FAILED;
+                if (r->device >= 0)
+                    gp_event_pool_give(r->device, 2, r->ev);
+                store.open--;
+            }
+            Py_DECREF(t->frames[k].region);
+        }
+        free(t->frames);
+        free(t);
+        t = next;
+    }
 }
 
 static thread_t *
@@ -868,6 +909,7 @@ gp_region_record_name(int64_t index)
 static PyObject *
 records_raw(PyObject *module, PyObject *unused)
 {
+    reap_dead_threads();
     if (resolve_all() < 0)
         return NULL;
     PyObject *names = PyList_New(0), *index = PyDict_New(), *packed = NULL;
@@ -921,6 +963,7 @@ error:
 static PyObject *
 regions_reset(PyObject *module, PyObject *unused)
 {
+    reap_dead_threads();
     if (store.open > 0)
         return PyErr_Format(gp_GpuProfileError,
                             "reset() while %zu region(s) are open; call it outside all regions",

@@ -325,7 +325,8 @@ class Profile:
                 valid = (r >= 0) & (r < len(rec))
                 at = np.where(valid, r, 0)
                 host_end = rec["host_end_ns"][at]
-                return valid & (rec["open"][at].astype(bool) | (host_end + w.offset_ns > w.t1))
+                ended_late = (host_end > 0) & (host_end + w.offset_ns > w.t1)
+                return valid & (rec["open"][at].astype(bool) | ended_late)
 
             return region_intervals(w.chunk.region_streams, w.chunk.extcorr, open_at_stop)
         return self._cached("intervals", build)

@@ -298,3 +298,25 @@ def test_default_stream_regions_are_shared_by_name():
         pass
 
     assert gp.region(Name("sub")) is not gp.region(Name("sub"))
+
+
+def test_a_thread_that_ends_inside_a_region_leaves_a_failed_record():
+    import threading
+    import time
+
+    def dies():
+        gp.region("dies").__enter__()
+        gp.region("dies_inner").__enter__()
+
+    t = threading.Thread(target=dies)
+    t.start()
+    t.join()
+    for _ in range(100):  # the thread's exit is noticed by records() once it is fully gone
+        rec = gp.records()
+        if not rec["open"].any():
+            break
+        time.sleep(0.01)
+    assert rec["name"].tolist() == ["dies", "dies_inner"]
+    assert not rec["open"].any() and rec["failed"].all()
+    gp.reset()  # no region is left open
+    assert len(gp.records()) == 0
