@@ -29,12 +29,12 @@ bench:
 	$(PYTHON) benchmarks/check_attention.py --output attention_check.json --sweep attention_sweep.json --plots plots/
 
 format:
-	clang-format -i csrc/*.c csrc/*.h kernels/*.cu kernels/*.h
+	clang-format -i csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.h
 	$(PYTHON) -m ruff format gpuprofile tests benchmarks
 
 lint:
 	$(PYTHON) -m ruff check gpuprofile tests benchmarks
-	clang-format --dry-run --Werror csrc/*.c csrc/*.h kernels/*.cu kernels/*.h
+	clang-format --dry-run --Werror csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.h
 
 clean:
 	rm -rf build *.egg-info gpuprofile/_C*.so

@@ -21,7 +21,7 @@ except ImportError as exc:  # pragma: no cover - depends on how the package was 
         "from another directory so the installed package is imported)."
     ) from exc
 
-from . import kernels, memory, nvtx
+from . import _moved, kernels, nvtx
 from ._C import (
     CudaError,
     CuptiError,
@@ -35,6 +35,9 @@ from ._C import (
 )
 from ._foreign import torch_profiler_holds_cupti as _torch_profiler_holds_cupti
 from .device import DeviceInfo, device_count, device_info
+from .tracing import memory
+
+_moved.install(__name__)
 
 _C._set_foreign_profiler_check(_torch_profiler_holds_cupti)
 
@@ -43,14 +46,14 @@ __version__ = "0.1.0"
 
 def records():
     """Every region instance since reset() as a NumPy structured array (see _records.records)."""
-    from ._records import records as _records
+    from .regions import records as _records
 
     return _records()
 
 
 def stats(name: str):
     """RegionStats of region `name`: count, total/mean/median/min/max/p90 ms, host time."""
-    from ._records import stats as _stats
+    from .regions import stats as _stats
 
     return _stats(name)
 
@@ -59,8 +62,8 @@ def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memo
             regions: bool = True, stream_attribution: bool = False):
     """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
     (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
-    gpuprofile.profiling.profile."""
-    from .profiling import profile as _profile
+    gpuprofile.tracing.profile.profile."""
+    from .tracing.profile import profile as _profile
 
     return _profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
                     stream_attribution=stream_attribution)
@@ -68,21 +71,21 @@ def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memo
 
 def report():
     """A Report table of every region name; print() it or show it in a notebook."""
-    from ._records import report as _report
+    from .regions import report as _report
 
     return _report()
 
 
-# Hardware counters (counters.py, pcsampling.py, pmsampling.py, roofline.py, _catalog.py) and the
-# benchmark helper (bench.py, _bench_result.py, streams.py): loaded on first use, so
-# `import gpuprofile` stays fast. See docs/metrics.md and docs/benchmark.md.
+# Hardware counters (gpuprofile/counters/) and the benchmark helper (gpuprofile/bench/): loaded
+# on first use, so `import gpuprofile` stays fast. See docs/metrics.md and docs/benchmark.md.
 _LAZY = {
-    "metrics": "counters", "metric_passes": "counters", "region_metrics": "counters",
-    "MetricsResult": "_metrics_result", "list_metrics": "_catalog", "list_chips": "_catalog",
-    "stalls": "pcsampling", "capture_cubins": "pcsampling", "sample": "pmsampling",
-    "ceilings": "roofline", "plot_roofline": "roofline",
-    "benchmark": "bench", "BenchmarkResult": "_bench_result", "Comparison": "_bench_result",
-    "compare": "_bench_result", "Stream": "streams",
+    "metrics": "counters.metrics", "metric_passes": "counters.metrics",
+    "region_metrics": "counters.metrics", "MetricsResult": "counters.result",
+    "list_metrics": "counters.catalog", "list_chips": "counters.catalog",
+    "stalls": "counters.stalls", "capture_cubins": "counters.stalls", "sample": "counters.sample",
+    "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
+    "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result",
+    "Comparison": "bench.result", "compare": "bench.result", "Stream": "bench.streams",
 }
 
 
