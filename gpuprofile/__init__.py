@@ -34,14 +34,13 @@ from ._C import (
     reset,
 )
 from ._foreign import torch_profiler_holds_cupti as _torch_profiler_holds_cupti
+from ._version import __version__ as __version__
 from .device import DeviceInfo, device_count, device_info
 from .tracing import memory
 
 _moved.install(__name__)
 
 _C._set_foreign_profiler_check(_torch_profiler_holds_cupti)
-
-__version__ = "0.1.0"
 
 
 def records():

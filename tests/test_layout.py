@@ -24,9 +24,6 @@ KNOWN_CYCLES = [
     ["csrc/counters/region_metrics", "csrc/regions/regions"],
     ["csrc/tracing/activity", "csrc/tracing/attribution"],
     ["csrc/workloads/arrays", "csrc/workloads/device_array"],
-    ["gpuprofile", "gpuprofile.tracing.chrome_trace", "gpuprofile.tracing.profile"],
-    ["gpuprofile.bench.benchmark", "gpuprofile.bench.cupti"],
-    ["gpuprofile.tracing.activity", "gpuprofile.tracing.memory"],
 ]
 KNOWN_OVERSIZED = {"csrc/regions/regions.c", "csrc/bench/bench.c", "csrc/workloads/device_array.c"}
 

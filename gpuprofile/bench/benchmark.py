@@ -4,7 +4,7 @@ uncertainty attached.
 The C core (csrc/bench.c) enqueues and times batches of iterations. This module validates the
 options, runs the first call and the warm-up, sizes the batches, applies the stopping rule and
 builds the BenchmarkResult. The loop driver (`collect`) takes any *sample source* with
-`run(n) -> Batch`, so the stopping rule is tested with fake sources (tests/test_bench.py).
+`run(n) -> Batch`, so the stopping rule is tested with fake sources (tests/bench/test_bench.py).
 
 Why the median: GPU timings are right-skewed with rare large outliers (clock changes, interrupts,
 other processes, a late launch). The mean and any interval built from the standard deviation are
@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from .result import Batch
+
 _MODES = ("cold", "hot", "graph")
 _CLOCKS = ("auto", "cupti", "gpu", "host")
 _PEAKS = ("fp32", "fp16_tensor")
@@ -41,16 +43,6 @@ _MAX_BATCH = {"cold": 64, "graph": 64, "hot": 128}
 _MIN_BATCH_S, _MAX_BATCH_S = 0.002, 0.05
 # Host clock: calls per sample are grouped until a sample lasts at least this long.
 _HOST_MIN_SAMPLE_S = 10e-6
-
-
-@dataclass
-class Batch:
-    """What a sample source returns for run(n)."""
-
-    samples: Any  # float64 ms, one per iteration; empty when tainted
-    wall_s: float  # wall time of the whole batch
-    host_s: float  # host time spent enqueueing (GPU clock) or calling (host clock)
-    tainted: bool = False  # the gate timed out: the samples are not trustworthy
 
 
 @dataclass
@@ -362,8 +354,8 @@ def _device_info(index: int):
 def _build_result(opts: Options, got: Collected, *, clock, inner, gated, flush_bytes, warmup_s,
                   first_call_ms, info, clocks, graph_nodes, name, clock_note=None,
                   event_median_ms=None) -> Any:
-    from .. import __version__
     from .._stats import median_ci, summary
+    from .._version import __version__
     from .result import BenchmarkResult, throttle_reason_names
 
     s = summary(got.samples)

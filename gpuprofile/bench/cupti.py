@@ -124,7 +124,7 @@ class CuptiSource:
         return self.source.tainted + self.mismatched
 
     def run(self, n: int):
-        from .benchmark import Batch
+        from .result import Batch
 
         b = self.source.run(n)
         starts, ends = self.timer.take()

@@ -18,6 +18,17 @@ _THROTTLE_REASONS = {
 }
 
 
+@dataclass
+class Batch:
+    """What a sample source returns for run(n): one batch of timed iterations."""
+
+    samples: Any  # float64 ms, one per iteration; empty when tainted
+    wall_s: float  # wall time of the whole batch
+    host_s: float  # host time spent enqueueing (GPU clock) or calling (host clock)
+    tainted: bool = False  # the gate timed out: the samples are not trustworthy
+
+
+
 def throttle_reason_names(mask: int | None) -> list[str]:
     """Names of the NVML throttle-reason bits in mask, idle excluded (every sample taken between
     batches sees an idle GPU); unknown bits as hex."""

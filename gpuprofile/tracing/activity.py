@@ -130,7 +130,7 @@ def collect(wait: bool) -> Chunk:
 def region_memory_log():
     """(timeline, offset_ns): every allocation and free recorded so far while memory=True
     regions or other consumers tracked memory, and the CUPTI-minus-host clock offset."""
-    from .memory import build_timeline
+    from .timeline import build_timeline
 
     collect(False)
     raw = np.concatenate(_region_log) if _region_log else np.empty(0, MEMORY_RAW)

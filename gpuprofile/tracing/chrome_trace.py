@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 
 GPU_PID_BASE = 1 << 23  # above any Linux pid (pid_max <= 2**22)
 _CHUNK_EVENTS = 1 << 16

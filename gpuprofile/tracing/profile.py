@@ -23,9 +23,9 @@ import numpy as np
 from .. import _C
 from .activity import EVENTS, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
 from .attribution import RULES, attribute, combine, region_intervals
-from .memory import build_timeline, label_regions, region_memory
 from .occupancy import limits_for, occupancy
 from .summary import Summary, busy_ns, factorize, group_rows, region_rows
+from .timeline import build_timeline, label_regions, region_memory
 
 KERNEL_DTYPE = np.dtype([
     ("name", object), ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"),
@@ -127,7 +127,7 @@ def build_memcpy(raw, region_record, region_names, rule=None) -> np.ndarray:
     out["duration_ns"] = out["end_ns"] - out["start_ns"]
     out["bytes"] = raw["bytes"]
     out["kind"] = _lookup(COPY_KINDS, raw["copy_kind"])
-    from .memory import KIND_NAMES
+    from .timeline import KIND_NAMES
 
     out["src_kind"] = _lookup(KIND_NAMES, raw["src_kind"])
     out["dst_kind"] = _lookup(KIND_NAMES, raw["dst_kind"])
@@ -140,7 +140,7 @@ def build_memcpy(raw, region_record, region_names, rule=None) -> np.ndarray:
 
 
 def build_memset(raw, region_record, region_names, rule=None) -> np.ndarray:
-    from .memory import KIND_NAMES
+    from .timeline import KIND_NAMES
 
     out = np.zeros(len(raw), MEMSET_DTYPE)
     out["start_ns"] = raw["start"].astype(np.int64)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from gpuprofile.bench import cupti as _bench_cupti
-from gpuprofile.bench.benchmark import Batch
+from gpuprofile.bench.result import Batch
 
 
 def test_spans_of_single_kernel_iterations():
