@@ -191,3 +191,25 @@ gp_device_init(PyObject *module)
     }
     return PyModule_AddFunctions(module, device_methods);
 }
+
+int
+gp_device_guard_enter(gp_device_guard *g, int device)
+{
+    g->switched = 0;
+    GP_CUDA_CHECK(cudaGetDevice(&g->previous));
+    if (g->previous != device) {
+        GP_CUDA_CHECK(cudaSetDevice(device));
+        g->switched = 1;
+    }
+    return 0;
+error:
+    return -1;
+}
+
+void
+gp_device_guard_exit(gp_device_guard *g)
+{
+    if (g->switched)
+        (void)cudaSetDevice(g->previous);
+    g->switched = 0;
+}

@@ -19,4 +19,14 @@ void gp_mark_cuda_used(void);
 
 int gp_device_init(PyObject *module);
 
+/* Makes `device` current for the duration of a call into CUDA, then restores the caller's device
+ * (a framework's current device is shared with ours through the driver). */
+typedef struct {
+    int previous;
+    int switched;
+} gp_device_guard;
+
+int gp_device_guard_enter(gp_device_guard *g, int device); /* 0, or -1 with CudaError */
+void gp_device_guard_exit(gp_device_guard *g);             /* never raises */
+
 #endif

@@ -6,7 +6,7 @@
  * device that this file owns; stream-ordered allocation keeps host time out of the timed stream
  * and the pool keeps its memory between calls (release_workspace() hands it back). */
 #include "attention_py.h"
-#include "arrays.h"
+#include "array_args.h"
 #include "attention/attention.h"
 #include "core/device.h"
 #include "device_array.h"

@@ -3,6 +3,7 @@
 #include "core/device.h"
 #include "dlpack.h"
 #include "core/errors.h"
+#include "core/streams.h"
 #include "core/util.h"
 
 #include <cuda_runtime_api.h>
@@ -452,23 +453,6 @@ DeviceArray_repr(DeviceArray *a)
 
 /* ---- module functions ----------------------------------------------------------------------- */
 
-static int
-dtype_arg(PyObject *name_obj, gp_dtype *out)
-{
-    const char *name = PyUnicode_Check(name_obj) ? PyUnicode_AsUTF8(name_obj) : NULL;
-    int d = name ? gp_dtype_from_name(name) : -1;
-    if (d < 0) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError,
-                         "dtype must be 'float32', 'float16' or 'bfloat16', "
-                         "got %R",
-                         name_obj);
-        return -1;
-    }
-    *out = (gp_dtype)d;
-    return 0;
-}
-
 /* A new array on the current device from a C-contiguous host buffer that already holds the
  * target dtype's bytes (bfloat16 as uint16 bit patterns). */
 static PyObject *
@@ -477,7 +461,7 @@ device_array_from_host(PyObject *module, PyObject *args)
     PyObject *buf_obj, *dtype_obj;
     gp_dtype dtype;
     if (!PyArg_ParseTuple(args, "OO:_device_array_from_host", &buf_obj, &dtype_obj) ||
-        dtype_arg(dtype_obj, &dtype) < 0)
+        gp_dtype_from_object(dtype_obj, &dtype) < 0)
         return NULL;
     Py_buffer view;
     if (PyObject_GetBuffer(buf_obj, &view, PyBUF_ND | PyBUF_C_CONTIGUOUS) < 0)
@@ -527,7 +511,7 @@ device_array_empty(PyObject *module, PyObject *args)
     PyObject *shape_obj, *dtype_obj;
     gp_dtype dtype;
     if (!PyArg_ParseTuple(args, "OO:_device_array_empty", &shape_obj, &dtype_obj) ||
-        dtype_arg(dtype_obj, &dtype) < 0)
+        gp_dtype_from_object(dtype_obj, &dtype) < 0)
         return NULL;
     PyObject *seq = PySequence_Fast(shape_obj, "shape must be a sequence of ints");
     if (seq == NULL)

@@ -7,7 +7,7 @@
 
 #include <Python.h>
 
-#include "arrays.h"
+#include "array.h"
 
 int gp_device_array_init(PyObject *module);
 

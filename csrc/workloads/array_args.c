@@ -1,34 +1,12 @@
 /* Parsing of array arguments: CUDA Array Interface, DLPack, DeviceArray, buffer protocol. */
-#include "arrays.h"
+#include "array_args.h"
 #include "device_array.h"
 #include "dlpack.h"
 #include "core/errors.h"
+#include "core/streams.h"
 #include "core/util.h"
 
 #include <string.h>
-
-static const char *const dtype_names[] = {"float32", "float16", "bfloat16"};
-
-const char *
-gp_dtype_name(gp_dtype dtype)
-{
-    return dtype >= GP_DTYPE_F32 && dtype <= GP_DTYPE_BF16 ? dtype_names[dtype] : "unknown";
-}
-
-int
-gp_dtype_size(gp_dtype dtype)
-{
-    return dtype == GP_DTYPE_F32 ? 4 : 2;
-}
-
-int
-gp_dtype_from_name(const char *name)
-{
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, dtype_names[i]) == 0)
-            return i;
-    return -1;
-}
 
 static void
 set_dtype(gp_array *a, gp_dtype dtype, const char *desc)
@@ -464,69 +442,4 @@ error:
     if (ev != NULL)
         (void)cudaEventDestroy(ev);
     return -1;
-}
-
-int
-gp_device_guard_enter(gp_device_guard *g, int device)
-{
-    g->switched = 0;
-    GP_CUDA_CHECK(cudaGetDevice(&g->previous));
-    if (g->previous != device) {
-        GP_CUDA_CHECK(cudaSetDevice(device));
-        g->switched = 1;
-    }
-    return 0;
-error:
-    return -1;
-}
-
-void
-gp_device_guard_exit(gp_device_guard *g)
-{
-    if (g->switched)
-        (void)cudaSetDevice(g->previous);
-    g->switched = 0;
-}
-
-void
-gp_array_extent(const gp_array *a, uintptr_t *lo, uintptr_t *hi)
-{
-    const int64_t item = a->dtype == GP_DTYPE_OTHER ? 1 : gp_dtype_size(a->dtype);
-    int64_t low = 0, high = 0;
-    for (int i = 0; i < a->ndim; i++) {
-        const int64_t span = (a->shape[i] - 1) * a->strides[i];
-        if (span < 0)
-            low += span;
-        else
-            high += span;
-    }
-    *lo = (uintptr_t)a->data + (uintptr_t)(low * item);
-    *hi = (uintptr_t)a->data + (uintptr_t)((high + 1) * item);
-}
-
-void
-gp_array_release(gp_array *a)
-{
-    /* Deleters and buffer releases may run Python code (a producer's own cleanup), which must
-     * not see the exception this call may be raising. */
-    gp_exc_state saved;
-    gp_exc_save(&saved);
-    if (a->has_view) {
-        PyBuffer_Release(&a->view);
-        a->has_view = 0;
-    }
-    if (a->dl_managed != NULL) {
-        if (a->dl_versioned) {
-            gp_dl_managed_versioned *m = a->dl_managed;
-            if (m->deleter)
-                m->deleter(m);
-        } else {
-            gp_dl_managed *m = a->dl_managed;
-            if (m->deleter)
-                m->deleter(m);
-        }
-        a->dl_managed = NULL;
-    }
-    Py_CLEAR(a->owner);
-    gp_exc_restore(&saved);
 }
