@@ -43,6 +43,23 @@ _moved.install(__name__)
 _C._set_foreign_profiler_check(_torch_profiler_holds_cupti)
 
 
+# region(name, metrics=...) calls these from C (csrc/counters/region_metrics.c); the counters
+# module loads on the first such region, so `import gpuprofile` stays light.
+def _region_metrics_enter(name, spec, record):
+    from .counters.metrics import _region_enter
+
+    return _region_enter(name, spec, record)
+
+
+def _region_metrics_exit(record):
+    from .counters.metrics import _region_exit
+
+    return _region_exit(record)
+
+
+_C._set_region_metrics_hooks(_region_metrics_enter, _region_metrics_exit)
+
+
 def records():
     """Every region instance since reset() as a NumPy structured array (see _records.records)."""
     from .regions import records as _records

@@ -1,8 +1,11 @@
 /* The region observer behind region(name, metrics=...).
  *
  * enter: if the region being entered has `metrics`, call
- *        gpuprofile.counters._region_enter(name, metrics, record); an exception aborts the enter.
- * exit:  for a record whose enter hook succeeded, call gpuprofile.counters._region_exit(record).
+ *        gpuprofile.counters.metrics._region_enter(name, metrics, record); an exception aborts
+ *        the enter.
+ * exit:  for a record whose enter hook succeeded, call
+ *        gpuprofile.counters.metrics._region_exit(record).
+ * Python installs both (through lazy wrappers in gpuprofile/__init__.py) at import.
  *        The exit hook reports its own failures (stored with the region's results); anything
  *        it still raises is unraisable, since an observer's exit cannot fail. */
 #include "region_metrics.h"
@@ -22,16 +25,10 @@ load_hooks(void)
 {
     if (enter_hook != NULL)
         return 0;
-    /* Importing gpuprofile.counters installs the hooks through _set_region_metrics_hooks. */
-    PyObject *mod = PyImport_ImportModule("gpuprofile.counters");
-    if (mod == NULL)
-        return -1;
-    Py_DECREF(mod);
-    if (enter_hook == NULL) {
-        PyErr_SetString(gp_GpuProfileError, "gpuprofile.counters did not install its region hooks");
-        return -1;
-    }
-    return 0;
+    /* C never imports Python by name: `import gpuprofile` installs the hooks. */
+    PyErr_SetString(gp_GpuProfileError, "region(metrics=...) needs the hooks that `import "
+                                        "gpuprofile` installs (_C._set_region_metrics_hooks)");
+    return -1;
 }
 
 static int
@@ -73,8 +70,8 @@ observe_exit(int64_t record, void *userdata)
 
 static const gp_region_observer observer = {observe_enter, observe_exit, NULL};
 
-int
-gp_region_metrics_enable(void)
+static int
+enable(void)
 {
     if (registered)
         return 0;
@@ -84,7 +81,7 @@ gp_region_metrics_enable(void)
     return 0;
 }
 
-/* _set_region_metrics_hooks(enter, exit): installed by gpuprofile.counters at import. */
+/* _set_region_metrics_hooks(enter, exit): installed by gpuprofile/__init__.py at import. */
 static PyObject *
 set_hooks(PyObject *module, PyObject *args)
 {
@@ -108,5 +105,6 @@ static PyMethodDef hook_methods[] = {
 int
 gp_region_metrics_init(PyObject *module)
 {
+    gp_regions_set_metrics_hook(enable);
     return PyModule_AddFunctions(module, hook_methods);
 }

@@ -13,7 +13,6 @@
  * store may grow or be reset meanwhile); `generation` tells it whether a reset happened. */
 #include "regions.h"
 #include "core/device.h"
-#include "counters/region_metrics.h"
 #include "core/errors.h"
 #include "core/events.h"
 #include "core/streams.h"
@@ -73,6 +72,7 @@ static pending_t pending[GP_MAX_DEVICES];
 
 static int enabled = 1;
 #define GP_MAX_OBSERVERS 4
+static int (*metrics_hook)(void); /* see gp_regions_set_metrics_hook */
 static const gp_region_observer *observers[GP_MAX_OBSERVERS];
 static int n_observers;
 
@@ -96,6 +96,12 @@ gp_regions_remove_observer(const gp_region_observer *obs)
             n_observers--;
             return;
         }
+}
+
+void
+gp_regions_set_metrics_hook(int (*hook)(void))
+{
+    metrics_hook = hook;
 }
 
 /* Tells the observers about a new record; on failure, exits the ones already told. */
@@ -601,7 +607,7 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     if (memory < 0)
         return NULL;
     PyObject *metrics = vals[4] == Py_None ? NULL : vals[4];
-    if (metrics != NULL && gp_region_metrics_enable() < 0)
+    if (metrics != NULL && metrics_hook != NULL && metrics_hook() < 0)
         return NULL;
     gp_region *self = PyObject_New(gp_region, type);
     if (self == NULL)

@@ -40,4 +40,9 @@ typedef struct {
 int gp_regions_add_observer(const gp_region_observer *observer); /* -1 when full */
 void gp_regions_remove_observer(const gp_region_observer *observer);
 
+/* Called whenever a region is created with `metrics` (-1 with an exception fails the creation):
+ * the counters feature installs it (counters/region_metrics.c) and adds its observer on the
+ * first call, so regions without metrics never pay for it. */
+void gp_regions_set_metrics_hook(int (*hook)(void));
+
 #endif

@@ -6,7 +6,6 @@
  * table are guarded by `store_lock`; the free list of buffers by `buffer_lock`. Everything else
  * here runs with the GIL held. */
 #include "activity.h"
-#include "attribution.h"
 #include "core/cupti_loader.h"
 #include "core/device.h"
 #include "core/errors.h"
@@ -304,6 +303,14 @@ disable_kind(int k)
         (void)gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(0);
 }
 
+static int (*regions_hook)(int on);
+
+void
+gp_activity_set_regions_hook(int (*hook)(int on))
+{
+    regions_hook = hook;
+}
+
 static int
 enable_kind(int k)
 {
@@ -311,7 +318,7 @@ enable_kind(int k)
         GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnableCudaEventDeviceTimestamps(1));
     for (int j = 0; j < kind_counts[k]; j++)
         GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnable(kind_lists[k][j]));
-    if ((1u << k) == GP_ACT_REGIONS && gp_attribution_set_tracing(1) < 0)
+    if ((1u << k) == GP_ACT_REGIONS && regions_hook != NULL && regions_hook(1) < 0)
         goto error;
     return 0;
 error:
@@ -371,8 +378,8 @@ gp_activity_release(unsigned mask)
             continue;
         if (--refs[k] > 0)
             continue;
-        if ((1u << k) == GP_ACT_REGIONS)
-            gp_attribution_set_tracing(0);
+        if ((1u << k) == GP_ACT_REGIONS && regions_hook != NULL)
+            regions_hook(0);
         for (int j = kind_counts[k] - 1; j >= 0; j--) {
             CUptiResult res = gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
             if (res != CUPTI_SUCCESS && rc == 0) {

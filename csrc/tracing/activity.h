@@ -95,6 +95,13 @@ int gp_activity_acquire(unsigned mask);
  * exception if CUPTI refused to disable one (the counts are dropped regardless). */
 int gp_activity_release(unsigned mask);
 
+/* gpuprofile's external correlation kind (CUPTI offers CUSTOM0..2 for tools). */
+#define GP_EXTERNAL_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0
+
+/* Called with 1 when the REGIONS kind is enabled (-1 fails the enable) and 0 when it is
+ * disabled. Set by attribution.c at init, so that this file does not depend on it. */
+void gp_activity_set_regions_hook(int (*hook)(int on));
+
 int gp_activity_init(PyObject *module);
 
 #endif

@@ -155,5 +155,6 @@ gp_attribution_init(PyObject *module)
 {
     if (gp_regions_add_observer(&observer) < 0)
         return -1;
+    gp_activity_set_regions_hook(gp_attribution_set_tracing);
     return PyModule_AddFunctions(module, attribution_methods);
 }

@@ -10,9 +10,6 @@
 #include <Python.h>
 #include <cupti.h>
 
-/* gpuprofile's external correlation kind (CUPTI offers CUSTOM0..2 for tools). */
-#define GP_EXTERNAL_KIND CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0
-
 /* Starts/stops pushing ids at region enter. Starting also pushes the calling thread's innermost
  * open region, so work inside an already-open region is attributed; stopping pops every id this
  * thread pushed. GIL held; -1 with CuptiError when the push fails. */

@@ -352,5 +352,3 @@ def region_metrics(name: str, all: bool = False):  # noqa: A002 - mirrors the do
             raise _C.GpuProfileError(f"collecting the counters of region {name!r} failed: {o}") from o
     return chosen if all else chosen[0]
 
-
-_C._set_region_metrics_hooks(_region_enter, _region_exit)
