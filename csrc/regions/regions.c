@@ -1,4 +1,4 @@
-/* Regions: the Region type, per-thread region stacks, the record store and lazy resolution.
+/* Regions: the Region type and the decorator type (RegionFunction).
  *
  * Python equivalent (minus the speed):
  *
@@ -8,95 +8,17 @@
  *         def __exit__(self, *exc):  # stop event, NVTX pop, pop frame; never syncs
  *         def __call__(self, fn):  # decorator
  *
- * Concurrency: every entry point holds the GIL, which serializes the store. Code that waits for
- * the GPU releases the GIL and therefore keeps no pointer into the store across the wait (the
- * store may grow or be reset meanwhile); `generation` tells it whether a reset happened. */
+ * This file holds the two Python types; the hot path and the per-thread stacks are in stacks.c,
+ * the record store and lazy resolution in store.c. */
 #include "regions.h"
-#include "core/device.h"
-#include "core/errors.h"
-#include "core/events.h"
 #include "core/streams.h"
 #include "core/util.h"
 
-#include <math.h>
-#include <nvtx3/nvToolsExt.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <structmember.h>
 
-/* Events per device the pool may hold before regions wait for the oldest pending one. */
-#define GP_EVENT_SOFT_LIMIT 65536
-#define GP_EVENT_GROW 128
-
-enum { REC_OPEN, REC_PENDING, REC_DONE, REC_HOST };
-enum { REC_RAISED = 1, REC_FAILED = 2, REC_MEMORY = 4 };
-
-typedef struct {
-    PyObject *name; /* strong reference */
-    int64_t host_start_ns, host_end_ns;
-    double gpu_ms; /* NaN until resolved */
-    int64_t parent;
-    uint64_t thread;
-    cudaEvent_t ev[2];
-    int32_t depth;
-    int16_t device; /* -1: host clock */
-    uint8_t state;
-    uint8_t flags;
-} gp_record;
-
-/* The layout records() hands to Python; gpuprofile/_records.py mirrors it. */
-typedef struct {
-    int64_t host_start_ns, host_end_ns;
-    double gpu_ms;
-    int64_t parent;
-    uint64_t thread;
-    int32_t depth;
-    int32_t device;
-    int32_t name_index;
-    uint8_t raised, failed, open, memory;
-} gp_record_out;
-
-static struct {
-    gp_record *recs;
-    size_t n, cap;
-    size_t open;         /* records in REC_OPEN */
-    uint64_t generation; /* bumped by reset() */
-} store;
-
-/* Pending records per device, oldest first: indices into the store. */
-typedef struct {
-    int64_t *idx;
-    size_t head, tail, cap;
-} pending_t;
-static pending_t pending[GP_MAX_DEVICES];
-
-static int enabled = 1;
-#define GP_MAX_OBSERVERS 4
+static PyTypeObject *RegionType;
+static PyTypeObject *RegionCallType;
 static int (*metrics_hook)(void); /* see gp_regions_set_metrics_hook */
-static const gp_region_observer *observers[GP_MAX_OBSERVERS];
-static int n_observers;
-
-int
-gp_regions_add_observer(const gp_region_observer *obs)
-{
-    if (n_observers == GP_MAX_OBSERVERS) {
-        PyErr_SetString(gp_GpuProfileError, "too many region observers");
-        return -1;
-    }
-    observers[n_observers++] = obs;
-    return 0;
-}
-
-void
-gp_regions_remove_observer(const gp_region_observer *obs)
-{
-    for (int k = 0; k < n_observers; k++)
-        if (observers[k] == obs) {
-            memmove(&observers[k], &observers[k + 1], (size_t)(n_observers - k - 1) * sizeof obs);
-            n_observers--;
-            return;
-        }
-}
 
 void
 gp_regions_set_metrics_hook(int (*hook)(void))
@@ -104,458 +26,10 @@ gp_regions_set_metrics_hook(int (*hook)(void))
     metrics_hook = hook;
 }
 
-/* Tells the observers about a new record; on failure, exits the ones already told. */
-static int
-notify_enter(int64_t i)
-{
-    for (int k = 0; k < n_observers; k++)
-        if (observers[k]->enter(i, observers[k]->userdata) < 0) {
-            while (--k >= 0)
-                observers[k]->exit(i, observers[k]->userdata);
-            return -1;
-        }
-    return 0;
-}
-
-static void
-notify_exit(int64_t i)
-{
-    for (int k = n_observers - 1; k >= 0; k--)
-        observers[k]->exit(i, observers[k]->userdata);
-}
-
-typedef struct {
-    PyObject_HEAD
-    PyObject *name;
-    PyObject *stream_obj; /* kept alive while the region object is */
-    const char *name_utf8;
-    cudaStream_t stream;
-    int device; /* the stream's device; -1: the current device at enter */
-    int nvtx;
-    PyObject *metrics; /* region(..., metrics=...), NULL for None: see region_metrics.c */
-    int memory;         /* region(memory=True): track device memory while open (attribution.c) */
-    PyObject *weakreflist;
-} gp_region;
-
-typedef struct {
-    gp_region *region; /* strong reference */
-    int64_t rec;       /* -1: entered while disabled */
-} frame_t;
-
-typedef struct {
-    frame_t *frames;
-    int n, cap;
-    int depth; /* frames with a record */
-    uint64_t id;
-} thread_t;
-
-static _Thread_local thread_t *tls;
-static pthread_key_t tls_key;
-static PyTypeObject *RegionType;
-static PyTypeObject *RegionCallType;
-
-static void
-thread_free(void *p)
-{
-    thread_t *t = p;
-    free(t->frames);
-    free(t);
-}
-
-static thread_t *
-thread_state(void)
-{
-    if (tls != NULL)
-        return tls;
-    thread_t *t = calloc(1, sizeof *t);
-    if (t == NULL) {
-        PyErr_NoMemory();
-        return NULL;
-    }
-    t->id = PyThread_get_thread_native_id();
-    pthread_setspecific(tls_key, t);
-    tls = t;
-    return t;
-}
-
-static int
-push_frame(thread_t *t, gp_region *region, int64_t rec)
-{
-    if (t->n == t->cap) {
-        int cap = t->cap ? 2 * t->cap : 16;
-        frame_t *f = realloc(t->frames, (size_t)cap * sizeof *f);
-        if (f == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        t->frames = f;
-        t->cap = cap;
-    }
-    t->frames[t->n].region = (gp_region *)Py_NewRef(region);
-    t->frames[t->n].rec = rec;
-    t->n++;
-    if (rec >= 0)
-        t->depth++;
-    return 0;
-}
-
-static int64_t
-store_append(void)
-{
-    if (store.n == store.cap) {
-        size_t cap = store.cap ? 2 * store.cap : 1024;
-        gp_record *r = realloc(store.recs, cap * sizeof *r);
-        if (r == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        store.recs = r;
-        store.cap = cap;
-    }
-    return (int64_t)store.n++;
-}
-
-static int
-pending_push(int device, int64_t rec)
-{
-    pending_t *q = &pending[device];
-    if (q->tail == q->cap) {
-        if (q->head > 0) { /* compact before growing */
-            memmove(q->idx, q->idx + q->head, (q->tail - q->head) * sizeof *q->idx);
-            q->tail -= q->head;
-            q->head = 0;
-        }
-        if (q->tail == q->cap) {
-            size_t cap = q->cap ? 2 * q->cap : 1024;
-            int64_t *idx = realloc(q->idx, cap * sizeof *idx);
-            if (idx == NULL) {
-                PyErr_NoMemory();
-                return -1;
-            }
-            q->idx = idx;
-            q->cap = cap;
-        }
-    }
-    q->idx[q->tail++] = rec;
-    return 0;
-}
-
-/* ---- resolution ---------------------------------------------------------------------------- */
-
-/* Reads the elapsed time of pending record `i` if its events completed: 1 resolved, 0 not yet,
- * -1 with CudaError set. A sticky error keeps the record pending, so every later read reports it
- * too; any other error marks the record failed (no time) and is reported once. */
-static int
-try_resolve(int64_t i)
-{
-    gp_record *r = &store.recs[i];
-    if (r->state != REC_PENDING)
-        return 1;
-    float ms = 0.0f;
-    cudaError_t err = cudaEventElapsedTime(&ms, r->ev[0], r->ev[1]);
-    if (err == cudaErrorNotReady) {
-        (void)cudaGetLastError();
-        return 0;
-    }
-    if (err == cudaSuccess) {
-        r->gpu_ms = ms;
-        r->state = REC_DONE;
-        gp_event_pool_give(r->device, 2, r->ev);
-        return 1;
-    }
-    char call[320];
-    snprintf(call, sizeof call, "timing region '%.200s' (cudaEventElapsedTime)",
-             PyUnicode_AsUTF8(r->name));
-    if (!gp_cuda_error_is_sticky(err)) {
-        r->gpu_ms = NAN;
-        r->flags |= REC_FAILED;
-        r->state = REC_DONE;
-        gp_event_pool_give(r->device, 2, r->ev);
-    }
-    gp_set_cuda_error(err, call, __FILE__, __LINE__);
-    return -1;
-}
-
-/* Pool empty: resolve finished records if the oldest one finished. Cheap when the GPU is behind
- * (one query), so regions do not pay a query each while work is queued. */
-static int
-reclaim(int device)
-{
-    pending_t *q = &pending[device];
-    while (q->head < q->tail) {
-        int r = try_resolve(q->idx[q->head]);
-        if (r < 0)
-            return -1;
-        if (r == 0)
-            return 0;
-        q->head++;
-    }
-    q->head = q->tail = 0;
-    return 0;
-}
-
-/* Waits (GIL released) until the stop event of pending record `i` completed. */
-static int
-wait_record(int64_t i)
-{
-    cudaEvent_t stop = store.recs[i].ev[1];
-    cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaEventSynchronize(stop);
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess && gp_cuda_error_is_sticky(err)) {
-        gp_set_cuda_error(err, "cudaEventSynchronize(region stop event)", __FILE__, __LINE__);
-        return -1;
-    }
-    (void)cudaGetLastError(); /* a non-sticky failure is reported by try_resolve */
-    return 0;
-}
-
-/* Resolves every pending record of `device`, waiting for the GPU where needed. With `oldest_only`,
- * stops once the oldest record is resolved (used when the pool is at its soft limit). */
-static int
-resolve_device(int device, int oldest_only)
-{
-    pending_t *q = &pending[device];
-    while (q->head < q->tail) {
-        int64_t i = q->idx[q->head];
-        int r = try_resolve(i);
-        if (r < 0)
-            return -1;
-        if (r == 1) {
-            q->head++;
-            if (oldest_only)
-                return reclaim(device);
-            continue;
-        }
-        uint64_t generation = store.generation;
-        if (wait_record(i) < 0)
-            return -1;
-        if (generation != store.generation)
-            return 0; /* reset() ran while we waited: nothing left to resolve */
-        r = try_resolve(i);
-        if (r < 0)
-            return -1;
-        if (r == 0) {
-            PyErr_Format(gp_GpuProfileError, "region '%U': stop event completed but its elapsed "
-                         "time is not ready", store.recs[i].name);
-            return -1;
-        }
-    }
-    q->head = q->tail = 0;
-    return 0;
-}
-
-static int
-resolve_all(void)
-{
-    for (int d = 0; d < GP_MAX_DEVICES; d++)
-        if (pending[d].head < pending[d].tail && resolve_device(d, 0) < 0)
-            return -1;
-    return 0;
-}
-
-static int
-acquire_events(int device, cudaEvent_t ev[2])
-{
-    for (;;) {
-        if (gp_event_pool_take(device, 2, ev) == 0)
-            return 0;
-        if (reclaim(device) < 0)
-            return -1;
-        if (gp_event_pool_take(device, 2, ev) == 0)
-            return 0;
-        pending_t *q = &pending[device];
-        if (gp_event_pool_created(device) < GP_EVENT_SOFT_LIMIT || q->head == q->tail) {
-            if (gp_event_pool_grow(device, GP_EVENT_GROW) < 0)
-                return -1;
-        } else if (resolve_device(device, 1) < 0) {
-            return -1;
-        }
-    }
-}
-
-/* ---- the Region type ------------------------------------------------------------------------ */
-
-static int
-region_device(gp_region *self)
-{
-    if (self->device >= 0)
-        return self->device;
-    if (self->stream == 0)
-        return gp_current_device();
-    int device = 0;
-    GP_CUDA_CHECK(cudaStreamGetDevice(self->stream, &device));
-    if (device >= GP_MAX_DEVICES)
-        return gp_current_device(); /* reports the limit */
-    self->device = device;
-    return device;
-error:
-    return -1;
-}
-
-static int64_t
-innermost_record(thread_t *t)
-{
-    for (int k = t->n - 1; k >= 0; k--)
-        if (t->frames[k].rec >= 0)
-            return t->frames[k].rec;
-    return -1;
-}
-
-/* Undoes an enter whose observers or start event failed (observers already told to exit). */
-static void
-abandon_enter(thread_t *t, gp_region *self, int64_t i, int device, cudaEvent_t ev[2])
-{
-    t->n--;
-    t->depth--;
-    Py_DECREF(self);
-    store.open--;
-    if (device >= 0)
-        gp_event_pool_give(device, 2, ev);
-    /* Observers may run Python, which may have entered regions after this one: drop the
-     * record only if it is still the last, otherwise keep it as a failed record. */
-    if ((size_t)i == store.n - 1) {
-        store.n--;
-        Py_DECREF(store.recs[i].name);
-    } else {
-        store.recs[i].state = REC_DONE;
-        store.recs[i].flags |= REC_FAILED;
-    }
-}
-
-/* Observers hear of the record before its start event is recorded (and of its end after the
- * stop event): while tracing, both cudaEventRecord calls then carry the region's external
- * correlation id, which is how a trace finds the region's interval on the GPU clock. */
-static int
-enter_impl(gp_region *self)
-{
-    thread_t *t = thread_state();
-    if (t == NULL)
-        return -1;
-    if (!enabled)
-        return push_frame(t, self, -1);
-
-    int device = -1;
-    cudaEvent_t ev[2] = {0, 0};
-    if (gp_device_count() > 0) {
-        if (gp_require_device() < 0)
-            return -1;
-        device = region_device(self);
-        if (device < 0 || acquire_events(device, ev) < 0)
-            return -1;
-    }
-    int64_t parent = innermost_record(t);
-    int64_t i = store_append();
-    if (i < 0 || push_frame(t, self, i) < 0) {
-        if (i >= 0)
-            store.n--;
-        if (device >= 0)
-            gp_event_pool_give(device, 2, ev);
-        return -1;
-    }
-    gp_record *r = &store.recs[i];
-    r->name = Py_NewRef(self->name);
-    r->parent = parent;
-    r->thread = t->id;
-    r->depth = t->depth - 1;
-    r->device = (int16_t)device;
-    r->ev[0] = ev[0];
-    r->ev[1] = ev[1];
-    r->gpu_ms = NAN;
-    r->host_end_ns = 0;
-    r->state = REC_OPEN;
-    r->flags = self->memory ? REC_MEMORY : 0;
-    store.open++;
-    if (n_observers > 0 && notify_enter(i) < 0) {
-        abandon_enter(t, self, i, device, ev);
-        return -1;
-    }
-    if (device >= 0) {
-        cudaError_t err = cudaEventRecord(ev[0], self->stream);
-        if (err != cudaSuccess) {
-            if (n_observers > 0)
-                notify_exit(i);
-            abandon_enter(t, self, i, device, ev);
-            char call[320];
-            snprintf(call, sizeof call, "entering region '%.200s': cudaEventRecord(start, stream)",
-                     self->name_utf8);
-            gp_set_cuda_error(err, call, __FILE__, __LINE__);
-            return -1;
-        }
-    }
-    if (self->nvtx)
-        nvtxRangePushA(self->name_utf8);
-    store.recs[i].host_start_ns = gp_now_ns();
-    return 0;
-}
-
-static int
-not_open_error(gp_region *self, thread_t *t)
-{
-    for (int k = t ? t->n - 2 : -1; k >= 0; k--)
-        if (t->frames[k].region == self) {
-            PyErr_Format(gp_GpuProfileError,
-                         "region '%U' exited while region '%U', entered after it, is still open: "
-                         "regions must close in the reverse order they were opened",
-                         self->name, t->frames[t->n - 1].region->name);
-            return -1;
-        }
-    PyErr_Format(gp_GpuProfileError,
-                 "region '%U' exited but is not open in this thread (exited twice, or entered "
-                 "in another thread)",
-                 self->name);
-    return -1;
-}
-
-static int
-exit_impl(gp_region *self, int raised)
-{
-    thread_t *t = tls;
-    if (t == NULL || t->n == 0 || t->frames[t->n - 1].region != self)
-        return not_open_error(self, t);
-    int64_t i = t->frames[--t->n].rec;
-    Py_DECREF(self); /* the frame's reference; the caller still holds one */
-    if (i < 0)
-        return 0;
-    int64_t host_end = gp_now_ns();
-    t->depth--;
-    store.open--;
-    gp_record *r = &store.recs[i];
-    r->host_end_ns = host_end;
-    if (raised)
-        r->flags |= REC_RAISED;
-    int rc = 0;
-    if (r->device < 0) {
-        r->state = REC_HOST;
-    } else {
-        cudaError_t err = cudaEventRecord(r->ev[1], self->stream);
-        if (err == cudaSuccess && pending_push(r->device, i) == 0) {
-            r->state = REC_PENDING;
-        } else {
-            r->state = REC_DONE;
-            r->flags |= REC_FAILED;
-            gp_event_pool_give(r->device, 2, r->ev);
-            if (err != cudaSuccess) {
-                char call[320];
-                snprintf(call, sizeof call, "exiting region '%.200s': cudaEventRecord(stop, stream)",
-                         self->name_utf8);
-                gp_set_cuda_error(err, call, __FILE__, __LINE__);
-            }
-            rc = -1;
-        }
-    }
-    if (n_observers > 0)
-        notify_exit(i);
-    if (self->nvtx)
-        nvtxRangePop();
-    return rc;
-}
-
 static PyObject *
 region_enter(PyObject *op, PyObject *unused)
 {
-    if (enter_impl((gp_region *)op) < 0)
+    if (gp_region_enter((gp_region *)op) < 0)
         return NULL;
     return Py_NewRef(op);
 }
@@ -564,7 +38,7 @@ static PyObject *
 region_exit(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
 {
     int raised = nargs > 0 && args[0] != Py_None;
-    if (exit_impl((gp_region *)op, raised) < 0) {
+    if (gp_region_exit((gp_region *)op, raised) < 0) {
         if (!raised)
             return NULL;
         /* Never replace the body's exception; the record is already marked failed. */
@@ -730,18 +204,18 @@ static PyObject *
 regioncall_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     gp_regioncall *self = (gp_regioncall *)op;
-    if (enter_impl(self->region) < 0)
+    if (gp_region_enter(self->region) < 0)
         return NULL;
     PyObject *result = PyObject_Vectorcall(self->fn, args, nargsf, kwnames);
     if (result == NULL) {
         gp_exc_state saved;
         gp_exc_save(&saved);
-        if (exit_impl(self->region, 1) < 0)
+        if (gp_region_exit(self->region, 1) < 0)
             PyErr_Clear();
         gp_exc_restore(&saved);
         return NULL;
     }
-    if (exit_impl(self->region, 0) < 0) {
+    if (gp_region_exit(self->region, 0) < 0) {
         Py_DECREF(result);
         return NULL;
     }
@@ -828,157 +302,6 @@ regioncall_repr(PyObject *op)
     return PyUnicode_FromFormat("<%R decorating %R>", self->region, self->fn);
 }
 
-/* ---- results -------------------------------------------------------------------------------- */
-
-int64_t
-gp_region_innermost(void)
-{
-    return tls ? innermost_record(tls) : -1;
-}
-
-int
-gp_region_record_memory(int64_t index)
-{
-    return index >= 0 && (size_t)index < store.n && (store.recs[index].flags & REC_MEMORY);
-}
-
-PyObject *
-gp_region_innermost_metrics(void)
-{
-    if (tls == NULL || tls->n == 0)
-        return NULL;
-    return tls->frames[tls->n - 1].region->metrics;
-}
-
-PyObject *
-gp_region_record_name(int64_t index)
-{
-    if (index < 0 || (size_t)index >= store.n)
-        return NULL;
-    return store.recs[index].name;
-}
-
-/* _records() -> (names, packed): every record, resolved, as gp_record_out structs. */
-static PyObject *
-records_raw(PyObject *module, PyObject *unused)
-{
-    if (resolve_all() < 0)
-        return NULL;
-    PyObject *names = PyList_New(0), *index = PyDict_New(), *packed = NULL;
-    if (names == NULL || index == NULL)
-        goto error;
-    packed = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(store.n * sizeof(gp_record_out)));
-    if (packed == NULL)
-        goto error;
-    gp_record_out *out = (gp_record_out *)PyBytes_AS_STRING(packed);
-    PyObject *last_name = NULL, *last_pos = NULL; /* borrowed: consecutive records share names */
-    for (size_t k = 0; k < store.n; k++) {
-        const gp_record *r = &store.recs[k];
-        PyObject *pos = r->name == last_name ? last_pos : PyDict_GetItemWithError(index, r->name);
-        if (pos == NULL) {
-            if (PyErr_Occurred())
-                goto error;
-            pos = PyLong_FromSsize_t(PyList_GET_SIZE(names));
-            if (pos == NULL || PyDict_SetItem(index, r->name, pos) < 0 ||
-                PyList_Append(names, r->name) < 0) {
-                Py_XDECREF(pos);
-                goto error;
-            }
-            Py_DECREF(pos);
-            pos = PyDict_GetItem(index, r->name);
-        }
-        last_name = r->name;
-        last_pos = pos;
-        memset(&out[k], 0, sizeof out[k]);
-        out[k].host_start_ns = r->host_start_ns;
-        out[k].host_end_ns = r->host_end_ns;
-        out[k].gpu_ms = r->gpu_ms;
-        out[k].parent = r->parent;
-        out[k].thread = r->thread;
-        out[k].depth = r->depth;
-        out[k].device = r->device;
-        out[k].name_index = (int32_t)PyLong_AsLong(pos);
-        out[k].raised = (r->flags & REC_RAISED) != 0;
-        out[k].failed = (r->flags & REC_FAILED) != 0;
-        out[k].open = r->state == REC_OPEN;
-        out[k].memory = (r->flags & REC_MEMORY) != 0;
-    }
-    Py_DECREF(index);
-    return Py_BuildValue("(NN)", names, packed);
-error:
-    Py_XDECREF(names);
-    Py_XDECREF(index);
-    Py_XDECREF(packed);
-    return NULL;
-}
-
-static PyObject *
-regions_reset(PyObject *module, PyObject *unused)
-{
-    if (store.open > 0)
-        return PyErr_Format(gp_GpuProfileError,
-                            "reset() while %zu region(s) are open; call it outside all regions",
-                            store.open);
-    for (size_t k = 0; k < store.n; k++) {
-        gp_record *r = &store.recs[k];
-        /* Events still in flight can go back: re-recording an event replaces its old record. */
-        if (r->state == REC_PENDING)
-            gp_event_pool_give(r->device, 2, r->ev);
-        Py_DECREF(r->name);
-    }
-    store.n = 0;
-    store.generation++;
-    for (int d = 0; d < GP_MAX_DEVICES; d++)
-        pending[d].head = pending[d].tail = 0;
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-regions_enable(PyObject *module, PyObject *unused)
-{
-    enabled = 1;
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-regions_disable(PyObject *module, PyObject *unused)
-{
-    enabled = 0;
-    Py_RETURN_NONE;
-}
-
-static PyObject *
-regions_is_enabled(PyObject *module, PyObject *unused)
-{
-    return PyBool_FromLong(enabled);
-}
-
-/* Pool and store counters, for tests and `info`: {device: (created, free, pending)}. */
-static PyObject *
-pool_stats(PyObject *module, PyObject *unused)
-{
-    PyObject *d = PyDict_New();
-    if (d == NULL)
-        return NULL;
-    for (int dev = 0; dev < GP_MAX_DEVICES; dev++) {
-        if (gp_event_pool_created(dev) == 0)
-            continue;
-        PyObject *key = PyLong_FromLong(dev);
-        PyObject *v = Py_BuildValue("(nnn)", (Py_ssize_t)gp_event_pool_created(dev),
-                                    (Py_ssize_t)gp_event_pool_free(dev),
-                                    (Py_ssize_t)(pending[dev].tail - pending[dev].head));
-        if (key == NULL || v == NULL || PyDict_SetItem(d, key, v) < 0) {
-            Py_XDECREF(key);
-            Py_XDECREF(v);
-            Py_DECREF(d);
-            return NULL;
-        }
-        Py_DECREF(key);
-        Py_DECREF(v);
-    }
-    return d;
-}
-
 static PyMethodDef region_methods[] = {
     {"__enter__", region_enter, METH_NOARGS, NULL},
     {"__exit__", (PyCFunction)(void (*)(void))region_exit, METH_FASTCALL, NULL},
@@ -1054,29 +377,11 @@ static PyType_Spec regioncall_spec = {
              Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_IMMUTABLETYPE,
     .slots = regioncall_slots,
 };
-
-static PyMethodDef module_methods[] = {
-    {"_records", records_raw, METH_NOARGS, "Resolve and return (names, packed records)."},
-    {"reset", regions_reset, METH_NOARGS, "reset()\n--\n\nForget every region record."},
-    {"enable", regions_enable, METH_NOARGS, "enable()\n--\n\nTime regions (the default)."},
-    {"disable", regions_disable, METH_NOARGS,
-     "disable()\n--\n\nMake regions no-ops that cost almost nothing, until enable()."},
-    {"is_enabled", regions_is_enabled, METH_NOARGS, "is_enabled()\n--\n\nWhether regions time."},
-    {"_pool_stats", pool_stats, METH_NOARGS, "{device: (events created, free, pending records)}"},
-    {NULL, NULL, 0, NULL},
-};
-
 int
 gp_regions_init(PyObject *module)
 {
-    static int key_created;
-    if (!key_created) {
-        if (pthread_key_create(&tls_key, thread_free) != 0) {
-            PyErr_SetString(PyExc_OSError, "pthread_key_create failed");
-            return -1;
-        }
-        key_created = 1;
-    }
+    if (gp_region_stacks_init() < 0 || gp_region_store_init(module) < 0)
+        return -1;
     RegionType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &region_spec, NULL);
     if (RegionType == NULL)
         return -1;
@@ -1089,5 +394,5 @@ gp_regions_init(PyObject *module)
         return -1;
     if (PyModule_AddType(module, RegionType) < 0 || PyModule_AddType(module, RegionCallType) < 0)
         return -1;
-    return PyModule_AddFunctions(module, module_methods);
+    return 0;
 }
