@@ -19,8 +19,6 @@ MAX_LINES = 600
 OVERSIZED_ALLOWED = {
     "csrc/tracing/activity.c",
 }
-# Being removed by issue 11; the tests fail on any long file not listed here.
-KNOWN_OVERSIZED = {"csrc/bench/bench.c"}
 
 
 def _c_files():
@@ -140,4 +138,4 @@ def test_no_import_cycles():
 def test_no_source_file_over_the_limit():
     sources = [*_c_files(), *(ROOT / "gpuprofile").rglob("*.py")]
     long = {str(p.relative_to(ROOT)): n for p in sources if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert {k: v for k, v in long.items() if k not in OVERSIZED_ALLOWED | KNOWN_OVERSIZED} == {}
+    assert {k: v for k, v in long.items() if k not in OVERSIZED_ALLOWED} == {}

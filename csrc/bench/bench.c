@@ -24,8 +24,8 @@
  * `failed_call` says which call raised. */
 #include "bench.h"
 #include "harness/bench_kernels.h"
-#include "clocks.h"
 #include "devbuf.h"
+#include "host_loop.h"
 #include "core/device.h"
 #include "core/errors.h"
 #include "core/events.h"
@@ -36,17 +36,6 @@
 #include <structmember.h>
 
 enum { MODE_COLD, MODE_HOT, MODE_GRAPH };
-
-/* Iterations per batch: far more than a gate can hold without filling the launch queue. */
-#define GP_BENCH_MAX_BATCH 65536
-
-/* The L2 flush buffer of each device: 2x the L2, allocated on first use and kept for the life of
- * the process (allocating it per benchmark cost nvbench up to 1.2 s per run, nvbench#100). The
- * sink word after it is where the read kernel would write (it never does: the buffer is zero). */
-static struct {
-    char *ptr;
-    size_t bytes;
-} flush_buf[GP_MAX_DEVICES];
 
 typedef struct {
     PyObject_HEAD
@@ -63,38 +52,6 @@ typedef struct {
     long long calls;       /* fn calls made, the capture call included */
     long long failed_call; /* index of the call that raised, -1 if none */
 } gp_bench;
-
-static int
-ensure_flush_buffer(int device, gp_read_params *out)
-{
-    if (flush_buf[device].ptr == NULL) {
-        int l2 = 0;
-        GP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-        const size_t mib = (size_t)1 << 20;
-        size_t bytes = 2 * (size_t)(l2 > 0 ? l2 : 1);
-        bytes = (bytes + mib - 1) / mib * mib;
-        char *ptr = NULL;
-        cudaError_t err;
-        GP_CUDA_CHECK(cudaMalloc((void **)&ptr, bytes + 256));
-        Py_BEGIN_ALLOW_THREADS
-        err = cudaMemset(ptr, 0, bytes + 256);
-        Py_END_ALLOW_THREADS
-        if (err != cudaSuccess) {
-            (void)cudaFree(ptr);
-            gp_set_cuda_error(err, "cudaMemset(L2 flush buffer)", __FILE__, __LINE__);
-            return -1;
-        }
-        flush_buf[device].ptr = ptr;
-        flush_buf[device].bytes = bytes;
-    }
-    out->buffer = flush_buf[device].ptr;
-    out->bytes = flush_buf[device].bytes;
-    out->sink = (uint32_t *)(flush_buf[device].ptr + flush_buf[device].bytes);
-    out->blocks = gp_read_blocks(device);
-    return out->blocks < 0 ? -1 : 0;
-error:
-    return -1;
-}
 
 static int
 ensure_events(gp_bench *self, int need)
@@ -169,43 +126,10 @@ error:
     return -1;
 }
 
-/* setup() before an iteration, untimed: None keeps the default arguments, (args, kwargs)
- * replaces them for this call. New references in *args and *kwargs (kwargs may be NULL). Shared
- * by the GPU and host loops. */
-static int
-setup_arguments(PyObject *setup, PyObject *dargs, PyObject *dkwargs, PyObject **args,
-                PyObject **kwargs)
-{
-    *args = Py_NewRef(dargs);
-    *kwargs = Py_XNewRef(dkwargs);
-    if (setup == NULL || setup == Py_None)
-        return 0;
-    PyObject *r = PyObject_CallNoArgs(setup);
-    if (r == NULL)
-        return -1;
-    if (r == Py_None) {
-        Py_DECREF(r);
-        return 0;
-    }
-    if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2 || !PyTuple_Check(PyTuple_GET_ITEM(r, 0)) ||
-        !(PyDict_Check(PyTuple_GET_ITEM(r, 1)) || PyTuple_GET_ITEM(r, 1) == Py_None)) {
-        PyErr_Format(PyExc_TypeError,
-                     "setup() must return None or (args: tuple, kwargs: dict), got %.100s",
-                     Py_TYPE(r)->tp_name);
-        Py_DECREF(r);
-        return -1;
-    }
-    Py_SETREF(*args, Py_NewRef(PyTuple_GET_ITEM(r, 0)));
-    PyObject *kw = PyTuple_GET_ITEM(r, 1);
-    Py_XSETREF(*kwargs, kw == Py_None ? NULL : Py_NewRef(kw));
-    Py_DECREF(r);
-    return 0;
-}
-
 static int
 call_setup(gp_bench *self, PyObject **args, PyObject **kwargs)
 {
-    return setup_arguments(self->setup, self->args, self->kwargs, args, kwargs);
+    return gp_bench_setup_arguments(self->setup, self->args, self->kwargs, args, kwargs);
 }
 
 /* One timed iteration: [flush] [setup] start event, fn, stop event. Hot mode records only the
@@ -436,7 +360,7 @@ prepare_device_state(gp_bench *self)
     cudaError_t err;
     GP_CUDA_CHECK(cudaHostAlloc((void **)&self->gate, 64, cudaHostAllocMapped));
     GP_CUDA_CHECK(cudaHostGetDevicePointer((void **)&self->gate_dev, (void *)self->gate, 0));
-    if (self->flush && ensure_flush_buffer(self->device, &self->flush_params) < 0)
+    if (self->flush && gp_l2_flush_buffer(self->device, &self->flush_params) < 0)
         return -1;
     self->gate[0] = 1;
     gp_gate_params p = {.release = self->gate_dev, .state = self->gate_dev + 1, .timeout_ns = 1000};
@@ -588,83 +512,6 @@ bench_flush_bytes(PyObject *op, void *closure)
     return PyLong_FromSize_t(self->flush ? self->flush_params.bytes : 0);
 }
 
-/* ---- host clock ----------------------------------------------------------------------------- */
-
-/* Marks the exception in flight with the index of the call that raised, within the batch
- * (Python turns it into a note); an exception that takes no attributes is left as it is. */
-static void
-tag_call_index(long long index)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    PyObject *exc = PyErr_GetRaisedException();
-    PyObject *v = PyLong_FromLongLong(index);
-    if (v != NULL)
-        (void)PyObject_SetAttrString(exc, "_gpuprofile_call_in_batch", v);
-    PyErr_Clear(); /* a failure to tag (or to allocate the int) is not worth reporting */
-    PyErr_SetRaisedException(exc);
-#else
-    PyObject *type, *exc, *tb;
-    PyErr_Fetch(&type, &exc, &tb);
-    PyErr_NormalizeException(&type, &exc, &tb);
-    PyObject *v = PyLong_FromLongLong(index);
-    if (v != NULL && exc != NULL)
-        (void)PyObject_SetAttrString(exc, "_gpuprofile_call_in_batch", v);
-    PyErr_Clear(); /* a failure to tag (or to allocate the int) is not worth reporting */
-    PyErr_Restore(type, exc, tb);
-#endif
-    Py_XDECREF(v);
-}
-
-/* _bench_host_batch(fn, args, kwargs, n, inner=1, setup=None) -> (bytes of n float64 ms, total ns).
- * Each sample is the mean of `inner` back-to-back calls on CLOCK_MONOTONIC; setup() runs untimed
- * before each sample. */
-static PyObject *
-host_batch(PyObject *module, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"fn", "args", "kwargs", "n", "inner", "setup", NULL};
-    PyObject *fn, *fargs, *fkwargs = Py_None, *setup = Py_None;
-    int n, inner = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO!Oi|iO:_bench_host_batch", kwlist, &fn,
-                                     &PyTuple_Type, &fargs, &fkwargs, &n, &inner, &setup))
-        return NULL;
-    if (n < 1 || n > GP_BENCH_MAX_BATCH || inner < 1)
-        return PyErr_Format(PyExc_ValueError, "n must be in [1, %d] and inner >= 1",
-                            GP_BENCH_MAX_BATCH);
-    if (fkwargs == Py_None)
-        fkwargs = NULL;
-    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)n * (Py_ssize_t)sizeof(double));
-    if (out == NULL)
-        return NULL;
-    double *ms = (double *)PyBytes_AS_STRING(out);
-    PyObject *call_args = NULL, *call_kwargs = NULL;
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) {
-        if (PyErr_CheckSignals() < 0 ||
-            setup_arguments(setup, fargs, fkwargs, &call_args, &call_kwargs) < 0)
-            goto error;
-        int64_t t0 = gp_now_ns();
-        for (int k = 0; k < inner; k++) {
-            PyObject *r = PyObject_Call(fn, call_args, call_kwargs);
-            if (r == NULL) {
-                tag_call_index((long long)i * inner + k);
-                goto error;
-            }
-            Py_DECREF(r);
-        }
-        int64_t dt = gp_now_ns() - t0;
-        total += dt;
-        ms[i] = (double)dt / 1e6 / inner;
-        Py_CLEAR(call_args);
-        Py_CLEAR(call_kwargs);
-    }
-    return Py_BuildValue("(NL)", out, (long long)total);
-error:
-    Py_XDECREF(call_args);
-    Py_XDECREF(call_kwargs);
-    Py_DECREF(out);
-    return NULL;
-}
-
 /* ---- type and module functions -------------------------------------------------------------- */
 
 static PyMethodDef bench_methods[] = {
@@ -709,12 +556,6 @@ static PyType_Spec bench_spec = {
     .slots = bench_slots,
 };
 
-static PyMethodDef module_methods[] = {
-    {"_bench_host_batch", (PyCFunction)(void (*)(void))host_batch, METH_VARARGS | METH_KEYWORDS,
-     "_bench_host_batch(fn, args, kwargs, n, inner=1, setup=None) -> (samples, total_ns)"},
-    {NULL, NULL, 0, NULL},
-};
-
 int
 gp_bench_init(PyObject *module)
 {
@@ -723,7 +564,5 @@ gp_bench_init(PyObject *module)
         return -1;
     int rc = PyModule_AddType(module, (PyTypeObject *)type);
     Py_DECREF(type);
-    if (rc < 0 || PyModule_AddFunctions(module, module_methods) < 0)
-        return -1;
-    return gp_clocks_init(module) < 0 || gp_devbuf_init(module) < 0 ? -1 : 0;
+    return rc;
 }

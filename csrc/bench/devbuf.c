@@ -1,9 +1,10 @@
 /* _bench_stream_create/_bench_stream_destroy and _bench_read: thin
- * calls that gpuprofile/kernels.py and gpuprofile/streams.py wrap in owning Python objects. */
+ * calls that gpuprofile/kernels/__init__.py and gpuprofile/bench/streams.py wrap in owning Python objects. */
 #include "devbuf.h"
 #include "harness/bench_kernels.h"
 #include "core/device.h"
 #include "core/errors.h"
+#include "core/events.h"
 #include "core/streams.h"
 
 #include <stdint.h>
@@ -124,6 +125,46 @@ static PyMethodDef devbuf_methods[] = {
      "_bench_read(pointer, nbytes, sink, stream): read pass."},
     {NULL, NULL, 0, NULL},
 };
+
+/* The L2 flush buffer of each device: 2x the L2, allocated on first use and kept for the life of
+ * the process (allocating it per benchmark cost nvbench up to 1.2 s per run, nvbench#100). The
+ * sink word after it is where the read kernel would write (it never does: the buffer is zero). */
+static struct {
+    char *ptr;
+    size_t bytes;
+} flush_buf[GP_MAX_DEVICES];
+
+int
+gp_l2_flush_buffer(int device, gp_read_params *out)
+{
+    if (flush_buf[device].ptr == NULL) {
+        int l2 = 0;
+        GP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+        const size_t mib = (size_t)1 << 20;
+        size_t bytes = 2 * (size_t)(l2 > 0 ? l2 : 1);
+        bytes = (bytes + mib - 1) / mib * mib;
+        char *ptr = NULL;
+        cudaError_t err;
+        GP_CUDA_CHECK(cudaMalloc((void **)&ptr, bytes + 256));
+        Py_BEGIN_ALLOW_THREADS
+        err = cudaMemset(ptr, 0, bytes + 256);
+        Py_END_ALLOW_THREADS
+        if (err != cudaSuccess) {
+            (void)cudaFree(ptr);
+            gp_set_cuda_error(err, "cudaMemset(L2 flush buffer)", __FILE__, __LINE__);
+            return -1;
+        }
+        flush_buf[device].ptr = ptr;
+        flush_buf[device].bytes = bytes;
+    }
+    out->buffer = flush_buf[device].ptr;
+    out->bytes = flush_buf[device].bytes;
+    out->sink = (uint32_t *)(flush_buf[device].ptr + flush_buf[device].bytes);
+    out->blocks = gp_read_blocks(device);
+    return out->blocks < 0 ? -1 : 0;
+error:
+    return -1;
+}
 
 int
 gp_devbuf_init(PyObject *module)

@@ -9,6 +9,9 @@
 #include "workloads/attention_py.h"
 #include "tracing/attribution.h"
 #include "bench/bench.h"
+#include "bench/clocks.h"
+#include "bench/devbuf.h"
+#include "bench/host_loop.h"
 #include "cupti_loader.h"
 #include "device.h"
 #include "errors.h"
@@ -39,6 +42,9 @@ static int (*const inits[])(PyObject *) = {
     gp_memory_init,
     gp_probes_init,
     gp_bench_init,
+    gp_bench_host_init,
+    gp_clocks_init,
+    gp_devbuf_init,
     gp_attention_init,
 };
 
