@@ -79,10 +79,10 @@ drain(gp_bench *self)
 {
     gp_exc_state saved;
     gp_exc_save(&saved);
-    Py_BEGIN_ALLOW_THREADS
-    (void)cudaStreamSynchronize(self->stream);
-    Py_END_ALLOW_THREADS
-    (void)cudaGetLastError();
+    Py_BEGIN_ALLOW_THREADS(void)
+    cudaStreamSynchronize(self->stream);
+    Py_END_ALLOW_THREADS(void)
+    cudaGetLastError();
     gp_exc_restore(&saved);
 }
 

@@ -1,5 +1,6 @@
 /* _bench_stream_create/_bench_stream_destroy and _bench_read: thin
- * calls that gpuprofile/kernels/__init__.py and gpuprofile/bench/streams.py wrap in owning Python objects. */
+ * calls that gpuprofile/kernels/__init__.py and gpuprofile/bench/streams.py wrap in owning Python
+ * objects. */
 #include "devbuf.h"
 #include "harness/bench_kernels.h"
 #include "core/device.h"

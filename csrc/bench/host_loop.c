@@ -4,7 +4,7 @@
 
 int
 gp_bench_setup_arguments(PyObject *setup, PyObject *dargs, PyObject *dkwargs, PyObject **args,
-                PyObject **kwargs)
+                         PyObject **kwargs)
 {
     *args = Py_NewRef(dargs);
     *kwargs = Py_XNewRef(dkwargs);

@@ -123,9 +123,9 @@ find_cupti(void)
     }
     note_tried(GP_CUPTI_SONAME, "not already loaded");
     strcpy(how, "loaded");
-    if ((h = try_cuda_home(GP_BUILD_CUDA_HOME)) != NULL || (h = try_cuda_home(getenv("CUDA_HOME"))) ||
-        (h = try_cuda_home(getenv("CUDA_PATH"))) || (h = try_cuda_home("/usr/local/cuda")) ||
-        (h = try_wheels()))
+    if ((h = try_cuda_home(GP_BUILD_CUDA_HOME)) != NULL ||
+        (h = try_cuda_home(getenv("CUDA_HOME"))) || (h = try_cuda_home(getenv("CUDA_PATH"))) ||
+        (h = try_cuda_home("/usr/local/cuda")) || (h = try_wheels()))
         return h;
     return NULL;
 }
@@ -148,8 +148,10 @@ gp_cupti_load(void)
 #define GP_CUPTI_BIND(name)                                                                        \
     api.name = (__typeof__(&name))dlsym(h, #name);                                                 \
     if (api.name == NULL) {                                                                        \
-        PyErr_Format(gp_CuptiError, "the CUPTI library lacks %s: it is too old for gpuprofile "    \
-                     "(CUDA %d's CUPTI is needed)", #name, GP_CUPTI_MAJOR);                        \
+        PyErr_Format(gp_CuptiError,                                                                \
+                     "the CUPTI library lacks %s: it is too old for gpuprofile "                   \
+                     "(CUDA %d's CUPTI is needed)",                                                \
+                     #name, GP_CUPTI_MAJOR);                                                       \
         dlclose(h);                                                                                \
         return -1;                                                                                 \
     }
@@ -246,8 +248,8 @@ likely_holder(int *injected)
 }
 
 static int subscriber_users;
-static int takeovers;              /* times an idle Kineto subscriber was displaced */
-static PyObject *foreign_check;    /* () -> bool: is torch.profiler recording now? */
+static int takeovers;           /* times an idle Kineto subscriber was displaced */
+static PyObject *foreign_check; /* () -> bool: is torch.profiler recording now? */
 static char last_holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1];
 
 static CUptiResult
@@ -283,14 +285,14 @@ kineto_state(const char *holder, int injected)
 static int
 busy_error(const char *holder, int recording)
 {
-    PyErr_Format(gp_CuptiError,
-                 "CUPTI is already in use in this process by %s%s%s%s: only one CUPTI subscriber "
-                 "can exist per process. %s Regions and benchmark() keep working without CUPTI.",
-                 holder, last_holder[0] ? " (CUPTI names it '" : "", last_holder,
-                 last_holder[0] ? "')" : "",
-                 recording ? "It is recording now: stop it first, then call again."
-                           : "Stop that profiler (or run gpuprofile's tracing/metrics in a separate "
-                             "process).");
+    PyErr_Format(
+        gp_CuptiError,
+        "CUPTI is already in use in this process by %s%s%s%s: only one CUPTI subscriber "
+        "can exist per process. %s Regions and benchmark() keep working without CUPTI.",
+        holder, last_holder[0] ? " (CUPTI names it '" : "", last_holder, last_holder[0] ? "')" : "",
+        recording ? "It is recording now: stop it first, then call again."
+                  : "Stop that profiler (or run gpuprofile's tracing/metrics in a separate "
+                    "process).");
     return -1;
 }
 

@@ -9,7 +9,7 @@
 static int count_known;
 static int count_cached;
 static cudaError_t count_error = cudaSuccess;
-static int cuda_used;      /* CUDA state was created in this process */
+static int cuda_used;        /* CUDA state was created in this process */
 static int forked_after_use; /* this process is a fork() child of one that used CUDA */
 
 static void
@@ -53,10 +53,12 @@ gp_require_device(void)
     }
     if (gp_device_count() == 0) {
         if (count_error != cudaSuccess)
-            PyErr_Format(gp_NoDeviceError, "no usable CUDA device: cudaGetDeviceCount returned %s: %s",
+            PyErr_Format(gp_NoDeviceError,
+                         "no usable CUDA device: cudaGetDeviceCount returned %s: %s",
                          cudaGetErrorName(count_error), cudaGetErrorString(count_error));
         else
-            PyErr_SetString(gp_NoDeviceError, "no usable CUDA device: the driver reports 0 devices");
+            PyErr_SetString(gp_NoDeviceError,
+                            "no usable CUDA device: the driver reports 0 devices");
         return -1;
     }
     cuda_used = 1;
@@ -118,7 +120,8 @@ device_properties(PyObject *self, PyObject *arg)
         return NULL;
     int n = gp_device_count();
     if (index < 0 || index >= n)
-        return PyErr_Format(PyExc_IndexError, "device index %d out of range: %d device(s)", index, n);
+        return PyErr_Format(PyExc_IndexError, "device index %d out of range: %d device(s)", index,
+                            n);
     struct cudaDeviceProp prop;
     PyObject *d = NULL;
     GP_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
@@ -172,8 +175,10 @@ error:
 
 static PyMethodDef device_methods[] = {
     {"device_count", device_count, METH_NOARGS,
-     "device_count() -> int\n--\n\nNumber of CUDA devices; 0 without a GPU or driver. Never raises."},
-    {"_cuda_status", cuda_status, METH_NOARGS, "Driver/runtime versions and why no device is usable."},
+     "device_count() -> int\n--\n\nNumber of CUDA devices; 0 without a GPU or driver. Never "
+     "raises."},
+    {"_cuda_status", cuda_status, METH_NOARGS,
+     "Driver/runtime versions and why no device is usable."},
     {"_device_properties", device_properties, METH_O, "Raw properties of one device as a dict."},
     {NULL, NULL, 0, NULL},
 };

@@ -16,8 +16,8 @@ mem_info(PyObject *module, PyObject *arg)
     if (gp_as_int(arg, "device", &device) < 0 || gp_require_device() < 0)
         return NULL;
     if (device < 0 || device >= gp_device_count())
-        return PyErr_Format(PyExc_IndexError, "device index %d out of range: %d device(s)",
-                            device, gp_device_count());
+        return PyErr_Format(PyExc_IndexError, "device index %d out of range: %d device(s)", device,
+                            gp_device_count());
     size_t free_bytes = 0, total = 0;
     cudaError_t err;
     GP_CUDA_CHECK(cudaGetDevice(&previous));
@@ -133,12 +133,13 @@ static PyMethodDef memory_methods[] = {
      "_device_free(ptr, stream=False) (cudaFree / cudaFreeAsync)."},
     {"_device_copy_from_host", device_copy_from_host, METH_VARARGS,
      "_device_copy_from_host(ptr, data): cudaMemcpy of a bytes-like object to the device."},
-    {"_device_memset", device_memset, METH_VARARGS, "_device_memset(ptr, value, nbytes): cudaMemset."},
+    {"_device_memset", device_memset, METH_VARARGS,
+     "_device_memset(ptr, value, nbytes): cudaMemset."},
     {NULL, NULL, 0, NULL},
 };
 
 int
-gp_memory_init(PyObject *module)
+gp_device_memory_init(PyObject *module)
 {
     return PyModule_AddFunctions(module, memory_methods);
 }

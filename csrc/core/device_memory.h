@@ -6,6 +6,6 @@
 
 #include <Python.h>
 
-int gp_memory_init(PyObject *module);
+int gp_device_memory_init(PyObject *module);
 
 #endif

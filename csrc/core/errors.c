@@ -51,8 +51,9 @@ gp_errors_init(PyObject *module)
                                  "A CUDA runtime call failed. Attributes: call, code, error_name.");
     if (gp_CudaError == NULL)
         return -1;
-    gp_CuptiError = new_exception(module, "gpuprofile.CuptiError", gp_GpuProfileError,
-                                  "CUPTI is missing, unusable, held by another tool, or a call failed.");
+    gp_CuptiError =
+        new_exception(module, "gpuprofile.CuptiError", gp_GpuProfileError,
+                      "CUPTI is missing, unusable, held by another tool, or a call failed.");
     if (gp_CuptiError == NULL)
         return -1;
     gp_NoDeviceError = new_exception(module, "gpuprofile.NoDeviceError", gp_GpuProfileError,
@@ -71,9 +72,9 @@ gp_set_cuda_error(cudaError_t err, const char *call, const char *file, int line)
                "the CUDA context is unusable until the process exits)";
     else if (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
         hint = " (no usable CUDA device or driver)";
-    PyObject *msg = PyUnicode_FromFormat("%s failed: %s (%d): %s%s [%s:%d]", call,
-                                         cudaGetErrorName(err), (int)err, cudaGetErrorString(err),
-                                         hint, file, line);
+    PyObject *msg =
+        PyUnicode_FromFormat("%s failed: %s (%d): %s%s [%s:%d]", call, cudaGetErrorName(err),
+                             (int)err, cudaGetErrorString(err), hint, file, line);
     if (msg == NULL)
         return NULL;
     PyObject *exc = PyObject_CallOneArg(gp_CudaError, msg);

@@ -7,7 +7,11 @@
 #include <Python.h>
 #include <cuda_runtime_api.h>
 
-/* Exception types, owned by the module state; set once at module exec. */
+/* Exception types: process globals, created once at module exec and added to the module, which
+ * also holds a reference. Not module state (m_size is 0) on purpose: the module executes once
+ * per process (CUDA, CUPTI and the region store are process-global, see module.c), and every
+ * error path, including CUPTI callbacks on threads with no module at hand, raises these without
+ * a state lookup. */
 extern PyObject *gp_GpuProfileError; /* base: RuntimeError */
 extern PyObject *gp_CudaError;
 extern PyObject *gp_CuptiError;
@@ -18,7 +22,8 @@ int gp_errors_init(PyObject *module);
 /* Sets CudaError for `err` returned by `call`; always returns NULL. */
 PyObject *gp_set_cuda_error(cudaError_t err, const char *call, const char *file, int line);
 
-/* True for errors after which the CUDA context is unusable (e.g. an illegal address in a kernel). */
+/* True for errors after which the CUDA context is unusable (e.g. an illegal address in a kernel).
+ */
 int gp_cuda_error_is_sticky(cudaError_t err);
 
 #define GP_CUDA_CHECK(call)                                                                        \

@@ -1,52 +1,86 @@
 /* gpuprofile._C: module glue only. Each concern lives in its own file and adds its functions
- * and types here through gp_<concern>_init.
+ * and types here through gp_<concern>_init, all listed in `inits` below.
  *
  * CUDA, CUPTI and the region store are process-global, so the module supports one interpreter
  * and is executed once per process. */
 #include <Python.h>
 
-#include "tracing/activity.h"
-#include "workloads/attention_py.h"
-#include "tracing/attribution.h"
 #include "bench/bench.h"
 #include "bench/clocks.h"
 #include "bench/devbuf.h"
 #include "bench/host_loop.h"
-#include "cupti_loader.h"
-#include "device.h"
-#include "errors.h"
-#include "workloads/launch.h"
-#include "device_memory.h"
-#include "counters/metrics.h"
-#include "nvtx.h"
+#include "core/cupti_loader.h"
+#include "core/demangle.h"
+#include "core/device.h"
+#include "core/device_memory.h"
+#include "core/errors.h"
+#include "core/nvtx.h"
+#include "counters/context.h"
+#include "counters/cubins.h"
+#include "counters/launch_log.h"
+#include "counters/pcsampling.h"
+#include "counters/pmsampling.h"
+#include "counters/profiler_host.h"
+#include "counters/profiler_target.h"
+#include "counters/range_profiler.h"
+#include "counters/region_metrics.h"
 #include "regions/overhead.h"
-#include "workloads/probes.h"
 #include "regions/regions.h"
+#include "tracing/activity.h"
+#include "tracing/attribution.h"
+#include "workloads/attention_py.h"
+#include "workloads/device_array.h"
+#include "workloads/launch.h"
+#include "workloads/probes.h"
+#include "workloads/workload.h"
 
 #ifndef GP_BUILD_CUDA_HOME
 #define GP_BUILD_CUDA_HOME ""
 #endif
 
-/* One line per concern, in dependency order (errors first: the others raise its exceptions). */
+/* Every concern that adds functions, types or constants to the module: one line each, by layer
+ * (docs/architecture.md), in dependency order. errors comes first (the others raise its
+ * exceptions). Features install their hooks into the layers below from their own init
+ * (attribution.c into activity.c, region_metrics.c into regions.c).
+ * clang-format would pack the list into columns. */
+/* clang-format off */
 static int (*const inits[])(PyObject *) = {
+    /* core */
     gp_errors_init,
     gp_device_init,
-    gp_regions_init,
+    gp_device_memory_init,
     gp_nvtx_init,
-    gp_launch_init,
     gp_cupti_loader_init,
+    gp_demangle_init,
+    /* regions */
+    gp_regions_init,
     gp_overhead_init,
-    gp_metrics_init,
+    /* hardware counters */
+    gp_context_init,
+    gp_profiler_host_init,
+    gp_profiler_target_init,
+    gp_range_profiler_init,
+    gp_launch_log_init,
+    gp_region_metrics_init,
+    gp_pcsampling_init,
+    gp_cubins_init,
+    gp_pmsampling_init,
+    /* tracing */
     gp_activity_init,
     gp_attribution_init,
-    gp_memory_init,
-    gp_probes_init,
+    /* benchmark */
     gp_bench_init,
     gp_bench_host_init,
     gp_clocks_init,
     gp_devbuf_init,
+    /* bundled kernels and workloads */
+    gp_launch_init,
+    gp_probes_init,
+    gp_workload_init,
+    gp_device_array_init,
     gp_attention_init,
 };
+/* clang-format on */
 
 static int
 module_exec(PyObject *module)

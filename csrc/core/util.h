@@ -6,7 +6,8 @@
 #include <stdint.h>
 #include <time.h>
 
-/* Host clock for regions and benchmarks: CLOCK_MONOTONIC in ns (same clock as time.monotonic_ns). */
+/* Host clock for regions and benchmarks: CLOCK_MONOTONIC in ns (same clock as time.monotonic_ns).
+ */
 static inline int64_t
 gp_now_ns(void)
 {

@@ -80,8 +80,8 @@ gp_cubins_capture_start(void)
         return 0;
     if (gp_cupti_subscribe() < 0 || gp_cupti_add_handler(handler, NULL) < 0)
         return -1;
-    CUptiResult res = gp_cupti.cuptiEnableCallback(1, gp_cupti_subscriber(), CUPTI_CB_DOMAIN_RESOURCE,
-                                                   CUPTI_CBID_RESOURCE_MODULE_LOADED);
+    CUptiResult res = gp_cupti.cuptiEnableCallback(
+        1, gp_cupti_subscriber(), CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
     if (res != CUPTI_SUCCESS) {
         gp_cupti_remove_handler(handler, NULL);
         gp_set_cupti_error(res, "cuptiEnableCallback(RESOURCE_MODULE_LOADED)", __FILE__, __LINE__);

@@ -38,8 +38,8 @@ static const struct {
 
 static uint32_t previous_state[N_CALLBACKS];
 static int handler_added;
-static int on;               /* atomic: the log is recording */
-static unsigned generation;  /* atomic: bumped at each start, resets stale per-thread state */
+static int on;              /* atomic: the log is recording */
+static unsigned generation; /* atomic: bumped at each start, resets stale per-thread state */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static char **names;
@@ -158,9 +158,8 @@ log_start(PyObject *module, PyObject *unused)
     CUpti_SubscriberHandle sub = gp_cupti_subscriber();
     size_t k = 0;
     for (; k < N_CALLBACKS; k++) {
-        GP_CUPTI_CHECK(gp_cupti.cuptiGetCallbackState(&previous_state[k], sub,
-                                                      launch_callbacks[k].domain,
-                                                      launch_callbacks[k].cbid));
+        GP_CUPTI_CHECK(gp_cupti.cuptiGetCallbackState(
+            &previous_state[k], sub, launch_callbacks[k].domain, launch_callbacks[k].cbid));
         if (!previous_state[k])
             GP_CUPTI_CHECK(gp_cupti.cuptiEnableCallback(1, sub, launch_callbacks[k].domain,
                                                         launch_callbacks[k].cbid));
@@ -210,7 +209,8 @@ log_stop(PyObject *module, PyObject *unused)
     int rc = restore_callbacks(N_CALLBACKS);
     gp_cupti_release();
     if (rc < 0) {
-        PyErr_SetString(gp_CuptiError, "could not disable the launch callbacks (cuptiEnableCallback)");
+        PyErr_SetString(gp_CuptiError,
+                        "could not disable the launch callbacks (cuptiEnableCallback)");
         return NULL;
     }
     Py_RETURN_NONE;

@@ -111,7 +111,8 @@ configure(gp_pcs *self, int period)
     attrs[n].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_SAMPLING_DATA_BUFFER;
     attrs[n++].attributeData.samplingDataBufferData.samplingDataBuffer = &self->configured;
     attrs[n].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_COLLECTION_MODE;
-    attrs[n++].attributeData.collectionModeData.collectionMode = CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
+    attrs[n++].attributeData.collectionModeData.collectionMode =
+        CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
     attrs[n].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL;
     attrs[n++].attributeData.enableStartStopControlData.enableStartStopControl = 1;
     attrs[n].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_STALL_REASON;
@@ -153,7 +154,8 @@ add_record(gp_pcs *self, const CUpti_PCSamplingPCData *pc)
         PyObject *counts = PyList_New((Py_ssize_t)self->n_reasons);
         for (size_t k = 0; counts != NULL && k < self->n_reasons; k++)
             PyList_SET_ITEM(counts, (Py_ssize_t)k, PyLong_FromLong(0));
-        entry = counts ? Py_BuildValue("[sN]", pc->functionName ? pc->functionName : "?", counts) : NULL;
+        entry = counts ? Py_BuildValue("[sN]", pc->functionName ? pc->functionName : "?", counts)
+                       : NULL;
         if (entry == NULL || PyDict_SetItem(self->pcs, key, entry) < 0) {
             Py_XDECREF(entry);
             Py_DECREF(key);
@@ -213,7 +215,8 @@ fetch_remaining(gp_pcs *self, size_t remaining)
         }
         remaining = self->fetched.remainingNumPcs;
         if (self->fetched.totalNumPcs == 0 && remaining > 0) {
-            PyErr_SetString(gp_CuptiError, "cuptiPCSamplingGetData returned no PCs with PCs remaining");
+            PyErr_SetString(gp_CuptiError,
+                            "cuptiPCSamplingGetData returned no PCs with PCs remaining");
             return -1;
         }
         if (harvest(self, &self->fetched) < 0)
@@ -268,8 +271,10 @@ pcs_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|in:PCSampler", kwlist, &period, &max_pcs))
         return NULL;
     if (period != 0 && (period < 5 || period > 31))
-        return PyErr_Format(PyExc_ValueError, "period is log2 of the sampling interval in cycles: "
-                            "5..31 (or 0 for CUPTI's default), got %d", period);
+        return PyErr_Format(PyExc_ValueError,
+                            "period is log2 of the sampling interval in cycles: "
+                            "5..31 (or 0 for CUPTI's default), got %d",
+                            period);
     if (max_pcs < 1 || max_pcs > (1 << 20))
         return PyErr_Format(PyExc_ValueError, "max_pcs must be in [1, 1048576], got %zd", max_pcs);
     gp_pcs *self = PyObject_New(gp_pcs, type);
@@ -424,7 +429,8 @@ static PyType_Slot pcs_slots[] = {
     {Py_tp_methods, pcs_methods},
     {Py_tp_members, pcs_members},
     {Py_tp_getset, pcs_getset},
-    {Py_tp_doc, (void *)"PCSampler(period=0, max_pcs=4096)\n--\n\nPC sampling on the current device."},
+    {Py_tp_doc,
+     (void *)"PCSampler(period=0, max_pcs=4096)\n--\n\nPC sampling on the current device."},
     {0, NULL},
 };
 

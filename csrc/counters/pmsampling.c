@@ -23,9 +23,9 @@
 typedef struct {
     PyObject_HEAD
     CUpti_PmSampling_Object *obj;
-    PyObject *host_obj; /* the MetricsHost (pm) that evaluates samples */
+    PyObject *host_obj;               /* the MetricsHost (pm) that evaluates samples */
     CUpti_Profiler_Host_Object *host; /* its CUPTI object, looked up before each decode */
-    PyObject *config;   /* bytes, kept alive for CUPTI */
+    PyObject *config;                 /* bytes, kept alive for CUPTI */
     gp_metric_names names;
     uint8_t *image;
     size_t image_size;
@@ -122,8 +122,8 @@ teardown(gp_pms *self)
 static PyObject *
 pms_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"config", "names", "host", "interval_ns", "max_samples",
-                             "hw_buffer_bytes", NULL};
+    static char *kwlist[] = {"config",      "names",           "host", "interval_ns",
+                             "max_samples", "hw_buffer_bytes", NULL};
     PyObject *config, *names, *host;
     unsigned long long interval = 20000;
     Py_ssize_t max_samples = 2000, hw_buffer = (Py_ssize_t)512 << 20;
@@ -131,10 +131,11 @@ pms_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
                                      &host, &interval, &max_samples, &hw_buffer))
         return NULL;
     if (interval < 1000)
-        return PyErr_Format(PyExc_ValueError, "interval_ns must be at least 1000, got %llu", interval);
+        return PyErr_Format(PyExc_ValueError, "interval_ns must be at least 1000, got %llu",
+                            interval);
     if (max_samples < 1 || max_samples > 1000000 || hw_buffer < (1 << 20))
         return PyErr_Format(PyExc_ValueError, "max_samples must be in [1, 1000000] and "
-                            "hw_buffer_bytes at least 1 MiB");
+                                              "hw_buffer_bytes at least 1 MiB");
     if (gp_metrics_host_object(host, CUPTI_PROFILER_TYPE_PM_SAMPLING) == NULL)
         return NULL;
     gp_pms *self = PyObject_New(gp_pms, type);
@@ -300,7 +301,8 @@ pms_stop(PyObject *op, PyObject *unused)
     if (st.nomem)
         return PyErr_NoMemory();
     if (st.res == CUPTI_ERROR_OUT_OF_MEMORY && strcmp(st.call, "cuptiPmSamplingDecodeData") == 0)
-        return PyErr_Format(gp_CuptiError, "PM sampling: the hardware buffer overflowed (samples "
+        return PyErr_Format(gp_CuptiError,
+                            "PM sampling: the hardware buffer overflowed (samples "
                             "came faster than it holds); use a longer interval_us, a shorter fn, "
                             "or a larger hw_buffer_mb");
     return gp_set_cupti_error(st.res, st.call, __FILE__, __LINE__);
@@ -314,12 +316,12 @@ static PyObject *
 pms_samples(PyObject *op, PyObject *unused)
 {
     gp_pms *self = (gp_pms *)op;
-    return Py_BuildValue("(y#y#{s:n,s:O,s:K})", (const char *)self->times,
-                         (Py_ssize_t)(2 * self->n * sizeof *self->times), (const char *)self->values,
-                         (Py_ssize_t)(self->n * self->names.n * sizeof *self->values),
-                         "dropped_before_start", (Py_ssize_t)self->dropped_before_start, "overflow",
-                         self->overflow ? Py_True : Py_False, "start_timestamp",
-                         (unsigned long long)self->start_ts);
+    return Py_BuildValue(
+        "(y#y#{s:n,s:O,s:K})", (const char *)self->times,
+        (Py_ssize_t)(2 * self->n * sizeof *self->times), (const char *)self->values,
+        (Py_ssize_t)(self->n * self->names.n * sizeof *self->values), "dropped_before_start",
+        (Py_ssize_t)self->dropped_before_start, "overflow", self->overflow ? Py_True : Py_False,
+        "start_timestamp", (unsigned long long)self->start_ts);
 }
 
 static PyObject *

@@ -156,7 +156,8 @@ parse_kind(PyObject *obj, CUpti_ProfilerType *kind)
         *kind = CUPTI_PROFILER_TYPE_PM_SAMPLING;
     else {
         PyErr_Clear();
-        PyErr_SetString(PyExc_ValueError, "kind must be 'range' (range profiler) or 'pm' (PM sampling)");
+        PyErr_SetString(PyExc_ValueError,
+                        "kind must be 'range' (range profiler) or 'pm' (PM sampling)");
         return -1;
     }
     return 0;
@@ -183,9 +184,11 @@ host_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     CUpti_Profiler_Host_Initialize_Params p = {CUpti_Profiler_Host_Initialize_Params_STRUCT_SIZE};
     p.profilerType = kind;
     p.pChipName = chip_utf8;
-    p.pCounterAvailabilityImage = avail == Py_None ? NULL : (const uint8_t *)PyBytes_AS_STRING(avail);
+    p.pCounterAvailabilityImage =
+        avail == Py_None ? NULL : (const uint8_t *)PyBytes_AS_STRING(avail);
     CUptiResult res = gp_cupti.cuptiProfilerHostInitialize(&p);
-    if (res == CUPTI_ERROR_INVALID_CHIP_NAME || (res == CUPTI_ERROR_INVALID_PARAMETER && avail == Py_None)) {
+    if (res == CUPTI_ERROR_INVALID_CHIP_NAME ||
+        (res == CUPTI_ERROR_INVALID_PARAMETER && avail == Py_None)) {
         PyErr_Format(PyExc_ValueError, "CUPTI does not know the chip %R (see list_chips())", chip);
         return NULL;
     }
@@ -193,7 +196,8 @@ host_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return gp_set_cupti_error(res, "cuptiProfilerHostInitialize", __FILE__, __LINE__);
     gp_host *self = PyObject_New(gp_host, type);
     if (self == NULL) {
-        CUpti_Profiler_Host_Deinitialize_Params d = {CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+        CUpti_Profiler_Host_Deinitialize_Params d = {
+            CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
         d.pHostObject = p.pHostObject;
         (void)gp_cupti.cuptiProfilerHostDeinitialize(&d);
         return NULL;
@@ -210,7 +214,8 @@ host_close_impl(gp_host *self)
 {
     if (self->host == NULL)
         return 0;
-    CUpti_Profiler_Host_Deinitialize_Params p = {CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_Deinitialize_Params p = {
+        CUpti_Profiler_Host_Deinitialize_Params_STRUCT_SIZE};
     p.pHostObject = self->host;
     self->host = NULL;
     GP_CUPTI_CHECK(gp_cupti.cuptiProfilerHostDeinitialize(&p));
@@ -291,7 +296,8 @@ host_base_metrics(PyObject *op, PyObject *unused)
     if (out == NULL)
         return NULL;
     for (int t = 0; t < 3; t++) {
-        CUpti_Profiler_Host_GetBaseMetrics_Params p = {CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE};
+        CUpti_Profiler_Host_GetBaseMetrics_Params p = {
+            CUpti_Profiler_Host_GetBaseMetrics_Params_STRUCT_SIZE};
         p.pHostObject = self->host;
         p.metricType = (CUpti_MetricType)t;
         GP_CUPTI_CHECK(gp_cupti.cuptiProfilerHostGetBaseMetrics(&p));
@@ -323,8 +329,10 @@ host_submetrics(PyObject *op, PyObject *args)
         if (strcmp(type, type_names[k]) == 0)
             t = k;
     if (t < 0)
-        return PyErr_Format(PyExc_ValueError, "type must be counter, ratio or throughput, got %s", type);
-    CUpti_Profiler_Host_GetSubMetrics_Params p = {CUpti_Profiler_Host_GetSubMetrics_Params_STRUCT_SIZE};
+        return PyErr_Format(PyExc_ValueError, "type must be counter, ratio or throughput, got %s",
+                            type);
+    CUpti_Profiler_Host_GetSubMetrics_Params p = {
+        CUpti_Profiler_Host_GetSubMetrics_Params_STRUCT_SIZE};
     p.pHostObject = self->host;
     p.metricType = (CUpti_MetricType)t;
     p.pMetricName = name;
@@ -363,7 +371,8 @@ host_configure(PyObject *op, PyObject *arg)
         return NULL;
     PyObject *image = NULL;
     self->configured = 1;
-    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_ConfigAddMetrics_Params add = {
+        CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE};
     add.pHostObject = self->host;
     add.ppMetricNames = names.names;
     add.numMetrics = names.n;
@@ -375,12 +384,14 @@ host_configure(PyObject *op, PyObject *arg)
     image = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)size.configImageSize);
     if (image == NULL)
         goto error;
-    CUpti_Profiler_Host_GetConfigImage_Params get = {CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_GetConfigImage_Params get = {
+        CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE};
     get.pHostObject = self->host;
     get.configImageSize = size.configImageSize;
     get.pConfigImage = (uint8_t *)PyBytes_AS_STRING(image);
     GP_CUPTI_CHECK(gp_cupti.cuptiProfilerHostGetConfigImage(&get));
-    CUpti_Profiler_Host_GetNumOfPasses_Params passes = {CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
+    CUpti_Profiler_Host_GetNumOfPasses_Params passes = {
+        CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE};
     passes.configImageSize = size.configImageSize;
     passes.pConfigImage = (uint8_t *)PyBytes_AS_STRING(image);
     GP_CUPTI_CHECK(gp_cupti.cuptiProfilerHostGetNumOfPasses(&passes));

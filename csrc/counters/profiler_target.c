@@ -15,11 +15,12 @@ int
 gp_counters_claim(const char *who)
 {
     if (holder != NULL) {
-        PyErr_Format(gp_GpuProfileError,
-                     "cannot start %s: gpuprofile is already collecting counters (%s). Counter "
-                     "collections cannot nest or overlap: gpuprofile.metrics(), region(metrics=...), "
-                     "stalls() and sample() each need the GPU's counters alone.",
-                     who, holder);
+        PyErr_Format(
+            gp_GpuProfileError,
+            "cannot start %s: gpuprofile is already collecting counters (%s). Counter "
+            "collections cannot nest or overlap: gpuprofile.metrics(), region(metrics=...), "
+            "stalls() and sample() each need the GPU's counters alone.",
+            who, holder);
         return -1;
     }
     holder = who;
@@ -191,7 +192,8 @@ counters_holder(PyObject *module, PyObject *unused)
 }
 
 static PyMethodDef target_methods[] = {
-    {"_counters_holder", counters_holder, METH_NOARGS, "The counter collection running now, or None."},
+    {"_counters_holder", counters_holder, METH_NOARGS,
+     "The counter collection running now, or None."},
     {"_chip_name", chip_name, METH_NOARGS, "CUPTI's chip name of the current device."},
     {"_counter_availability", counter_availability, METH_O,
      "Counter availability image of the current device for 'range' or 'pm'."},

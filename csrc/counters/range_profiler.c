@@ -174,15 +174,16 @@ range_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     if (max_ranges < 1 || max_ranges > GP_MAX_RANGES)
-        return PyErr_Format(PyExc_ValueError, "max_ranges must be in [1, %d], got %zd", GP_MAX_RANGES,
-                            max_ranges);
+        return PyErr_Format(PyExc_ValueError, "max_ranges must be in [1, %d], got %zd",
+                            GP_MAX_RANGES, max_ranges);
     gp_range *self = PyObject_New(gp_range, type);
     if (self == NULL)
         return NULL;
     memset((char *)self + sizeof(PyObject), 0, sizeof *self - sizeof(PyObject));
     self->config = Py_NewRef(config);
     self->user_range = !auto_range;
-    if (gp_metric_names_from(names, &self->names) < 0 || gp_counters_claim("the range profiler") < 0)
+    if (gp_metric_names_from(names, &self->names) < 0 ||
+        gp_counters_claim("the range profiler") < 0)
         goto error;
     self->claimed = 1;
     CUcontext ctx;
@@ -245,7 +246,7 @@ range_push(PyObject *op, PyObject *name)
     }
     if (!self->user_range || !self->started || self->depth > 0)
         return PyErr_Format(gp_GpuProfileError, "RangeProfiler.push(): needs user ranges, a "
-                            "started pass and no open range");
+                                                "started pass and no open range");
     CUpti_RangeProfiler_PushRange_Params p = {CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE};
     p.pRangeProfilerObject = self->obj;
     p.pRangeName = s;
@@ -282,7 +283,7 @@ range_stop(PyObject *op, PyObject *unused)
         return NULL;
     if (!self->started || self->depth > 0)
         return PyErr_Format(gp_GpuProfileError, "RangeProfiler.stop(): needs a started pass with "
-                            "no open range");
+                                                "no open range");
     CUpti_RangeProfiler_Stop_Params p = {CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE};
     p.pRangeProfilerObject = self->obj;
     CUptiResult res;
@@ -330,8 +331,8 @@ evaluate_range(gp_range *self, CUpti_Profiler_Host_Object *host, size_t index)
     info.rangeIndex = index;
     info.rangeDelimiter = "/";
     GP_CUPTI_CHECK(gp_cupti.cuptiRangeProfilerCounterDataGetRangeInfo(&info));
-    PyObject *values = gp_metrics_host_evaluate(host, self->image, self->image_size, index,
-                                                &self->names);
+    PyObject *values =
+        gp_metrics_host_evaluate(host, self->image, self->image_size, index, &self->names);
     if (values == NULL)
         return NULL;
     return Py_BuildValue("(sN)", info.rangeName ? info.rangeName : "", values);
@@ -400,7 +401,8 @@ static PyMethodDef range_methods[] = {
     {"push", range_push, METH_O, "push(name): open a user range."},
     {"pop", range_pop, METH_NOARGS, "Close the user range."},
     {"stop", range_stop, METH_NOARGS, "End the pass; True once all passes are submitted."},
-    {"decode", range_decode, METH_NOARGS, "Decode counter data (waits for the GPU); dropped ranges."},
+    {"decode", range_decode, METH_NOARGS,
+     "Decode counter data (waits for the GPU); dropped ranges."},
     {"evaluate", range_evaluate, METH_O, "evaluate(host) -> [(range name, values), ...]"},
     {"close", range_close, METH_NOARGS, "Pop, stop and disable: leaves no CUPTI state behind."},
     {NULL, NULL, 0, NULL},

@@ -44,8 +44,8 @@ observe_enter(int64_t record, void *userdata)
     if (load_hooks() < 0)
         return -1;
     PyObject *name = gp_region_record_name(record);
-    PyObject *r = PyObject_CallFunction(enter_hook, "OOL", name ? name : Py_None, metrics,
-                                        (long long)record);
+    PyObject *r =
+        PyObject_CallFunction(enter_hook, "OOL", name ? name : Py_None, metrics, (long long)record);
     if (r == NULL)
         return -1;
     Py_DECREF(r);

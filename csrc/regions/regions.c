@@ -98,8 +98,8 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     return (PyObject *)self;
 }
 
-/* region(name, stream=None, nvtx=True, *, metrics=None) through vectorcall: the construction cost is part of
- * every `with gpuprofile.region(...)`, so arguments are matched by hand. */
+/* region(name, stream=None, nvtx=True, *, metrics=None) through vectorcall: the construction cost
+ * is part of every `with gpuprofile.region(...)`, so arguments are matched by hand. */
 static PyObject *
 region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -134,8 +134,8 @@ region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf, PyObject
      * so `region("x")` on the default stream can hand out one shared object per name: a dict
      * lookup instead of an allocation on every `with gpuprofile.region("x"):`. */
     if ((vals[1] == NULL || vals[1] == Py_None) && vals[3] == NULL &&
-        (vals[4] == NULL || vals[4] == Py_None) &&
-        vals[0] != NULL && PyUnicode_CheckExact(vals[0])) {
+        (vals[4] == NULL || vals[4] == Py_None) && vals[0] != NULL &&
+        PyUnicode_CheckExact(vals[0])) {
         int nvtx = vals[2] == NULL ? 1 : PyObject_IsTrue(vals[2]);
         if (nvtx < 0)
             return NULL;
@@ -246,7 +246,8 @@ region_call(PyObject *op, PyObject *args, PyObject *kwargs)
     w->vectorcall = regioncall_vectorcall;
     PyObject_GC_Track(w);
     PyObject *functools = PyImport_ImportModule("functools");
-    PyObject *done = functools ? PyObject_CallMethod(functools, "update_wrapper", "OO", w, fn) : NULL;
+    PyObject *done =
+        functools ? PyObject_CallMethod(functools, "update_wrapper", "OO", w, fn) : NULL;
     Py_XDECREF(functools);
     if (done == NULL) {
         Py_DECREF(w);
@@ -329,14 +330,10 @@ PyDoc_STRVAR(region_doc,
              "(gpuprofile.memory.region_peaks()).");
 
 static PyType_Slot region_slots[] = {
-    {Py_tp_new, region_new},
-    {Py_tp_dealloc, region_dealloc},
-    {Py_tp_repr, region_repr},
-    {Py_tp_call, region_call},
-    {Py_tp_methods, region_methods},
-    {Py_tp_members, region_members},
-    {Py_tp_doc, (void *)region_doc},
-    {0, NULL},
+    {Py_tp_new, region_new},         {Py_tp_dealloc, region_dealloc},
+    {Py_tp_repr, region_repr},       {Py_tp_call, region_call},
+    {Py_tp_methods, region_methods}, {Py_tp_members, region_members},
+    {Py_tp_doc, (void *)region_doc}, {0, NULL},
 };
 
 static PyType_Spec region_spec = {

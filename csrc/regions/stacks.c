@@ -232,8 +232,8 @@ gp_region_exit(gp_region *self, int raised)
             gp_event_pool_give(r->device, 2, r->ev);
             if (err != cudaSuccess) {
                 char call[320];
-                snprintf(call, sizeof call, "exiting region '%.200s': cudaEventRecord(stop, stream)",
-                         self->name_utf8);
+                snprintf(call, sizeof call,
+                         "exiting region '%.200s': cudaEventRecord(stop, stream)", self->name_utf8);
                 gp_set_cuda_error(err, call, __FILE__, __LINE__);
             }
             rc = -1;

@@ -17,7 +17,7 @@ typedef struct {
     int device; /* the stream's device; -1: the current device at enter */
     int nvtx;
     PyObject *metrics; /* region(..., metrics=...), NULL for None: see region_metrics.c */
-    int memory;         /* region(memory=True): track device memory while open (attribution.c) */
+    int memory;        /* region(memory=True): track device memory while open (attribution.c) */
     PyObject *weakreflist;
 } gp_region;
 

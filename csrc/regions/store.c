@@ -54,7 +54,8 @@ gp_regions_remove_observer(const gp_region_observer *obs)
 {
     for (int k = 0; k < gp_regions_n_observers; k++)
         if (observers[k] == obs) {
-            memmove(&observers[k], &observers[k + 1], (size_t)(gp_regions_n_observers - k - 1) * sizeof obs);
+            memmove(&observers[k], &observers[k + 1],
+                    (size_t)(gp_regions_n_observers - k - 1) * sizeof obs);
             gp_regions_n_observers--;
             return;
         }
@@ -218,8 +219,10 @@ resolve_device(int device, int oldest_only)
         if (r < 0)
             return -1;
         if (r == 0) {
-            PyErr_Format(gp_GpuProfileError, "region '%U': stop event completed but its elapsed "
-                         "time is not ready", gp_store.recs[i].name);
+            PyErr_Format(gp_GpuProfileError,
+                         "region '%U': stop event completed but its elapsed "
+                         "time is not ready",
+                         gp_store.recs[i].name);
             return -1;
         }
     }

@@ -45,6 +45,16 @@ gp_dtype_from_object(PyObject *name_obj, gp_dtype *out)
     return 0;
 }
 
+/* NumPy has no bfloat16: its values widen exactly to float32. */
+void
+gp_bf16_to_f32(const uint16_t *src, float *dst, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        uint32_t bits = (uint32_t)src[i] << 16;
+        memcpy(dst + i, &bits, sizeof bits);
+    }
+}
+
 void
 gp_array_extent(const gp_array *a, uintptr_t *lo, uintptr_t *hi)
 {

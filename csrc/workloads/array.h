@@ -25,6 +25,9 @@ int gp_dtype_from_name(const char *name);
 /* A dtype argument given as a str; -1 with ValueError naming the choices. */
 int gp_dtype_from_object(PyObject *name_obj, gp_dtype *out);
 
+/* NumPy has no bfloat16: widens `count` values exactly to float32. */
+void gp_bf16_to_f32(const uint16_t *src, float *dst, size_t count);
+
 typedef struct {
     void *data;
     int ndim;

@@ -324,8 +324,8 @@ run_host(attn_call *c)
 #define STEP(call)                                                                                 \
     if (err == cudaSuccess && (err = (call)) != cudaSuccess)                                       \
         what = #call;
-    Py_BEGIN_ALLOW_THREADS err =
-        cudaMallocFromPoolAsync((void **)&base, 4 * slot + ws, pool, c->stream);
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaMallocFromPoolAsync((void **)&base, 4 * slot + ws, pool, c->stream);
     if (err == cudaSuccess) {
         p->q = base;
         p->k = base + slot;
@@ -342,8 +342,8 @@ run_host(attn_call *c)
     }
     Py_END_ALLOW_THREADS
 #undef STEP
-        if (base == NULL && err != cudaSuccess) return raise_alloc_error(err, 4 * slot + ws,
-                                                                         "staging host arrays");
+    if (base == NULL && err != cudaSuccess)
+        return raise_alloc_error(err, 4 * slot + ws, "staging host arrays");
     if (err != cudaSuccess) {
         gp_set_cuda_error(err, what, __FILE__, __LINE__);
         return -1;
@@ -430,8 +430,11 @@ run_device(attn_call *c)
         }
     }
     cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS err = launch(c->impl, p, ws, c->stream);
-    Py_END_ALLOW_THREADS if (ws != NULL)(void) cudaFreeAsync(ws, c->stream);
+    Py_BEGIN_ALLOW_THREADS
+    err = launch(c->impl, p, ws, c->stream);
+    Py_END_ALLOW_THREADS
+    if (ws != NULL)
+        (void)cudaFreeAsync(ws, c->stream);
     ws = NULL;
     GP_CUDA_CHECK(err);
     if (gp_device_array_check(c->out) && gp_device_array_set_ready(c->out, c->stream) < 0)
@@ -565,8 +568,7 @@ static PyMethodDef attention_methods[] = {
 int
 gp_attention_init(PyObject *module)
 {
-    if (gp_device_array_init(module) < 0 ||
-        PyModule_AddIntConstant(module, "ATTENTION_MAX_VARIANT", GP_ATTN_MAX_VARIANT) < 0)
+    if (PyModule_AddIntConstant(module, "ATTENTION_MAX_VARIANT", GP_ATTN_MAX_VARIANT) < 0)
         return -1;
     return PyModule_AddFunctions(module, attention_methods);
 }

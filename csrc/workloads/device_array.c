@@ -10,7 +10,8 @@
 #include <string.h>
 
 typedef struct {
-    PyObject_HEAD void *data;
+    PyObject_HEAD
+    void *data;
     int ndim;
     int64_t shape[GP_ARRAY_MAX_DIM];
     gp_dtype dtype;
@@ -113,7 +114,8 @@ DeviceArray_dealloc(DeviceArray *a)
          * context, a runtime already unloaded at exit) are dropped: dealloc never raises. */
         gp_exc_state saved;
         gp_exc_save(&saved);
-        Py_BEGIN_ALLOW_THREADS int previous = -1;
+        Py_BEGIN_ALLOW_THREADS
+        int previous = -1;
         if (cudaGetDevice(&previous) == cudaSuccess && previous != a->device)
             (void)cudaSetDevice(a->device);
         if (a->ready != NULL)
@@ -123,7 +125,8 @@ DeviceArray_dealloc(DeviceArray *a)
         if (previous >= 0 && previous != a->device)
             (void)cudaSetDevice(previous);
         (void)cudaGetLastError();
-        Py_END_ALLOW_THREADS gp_exc_restore(&saved);
+        Py_END_ALLOW_THREADS
+        gp_exc_restore(&saved);
     }
     PyTypeObject *type = Py_TYPE(a);
     PyObject_Free(a);
@@ -382,27 +385,20 @@ copy_to_host(DeviceArray *a, void *dst)
         return -1;
     cudaError_t err = cudaSuccess;
     const char *call = "cudaEventSynchronize";
-    Py_BEGIN_ALLOW_THREADS if (a->ready != NULL) err = cudaEventSynchronize(a->ready);
+    Py_BEGIN_ALLOW_THREADS
+    if (a->ready != NULL)
+        err = cudaEventSynchronize(a->ready);
     if (err == cudaSuccess) {
         call = "cudaMemcpy";
         err = cudaMemcpy(dst, a->data, a->nbytes, cudaMemcpyDeviceToHost);
     }
-    Py_END_ALLOW_THREADS gp_device_guard_exit(&g);
+    Py_END_ALLOW_THREADS
+    gp_device_guard_exit(&g);
     if (err != cudaSuccess) {
         gp_set_cuda_error(err, call, __FILE__, __LINE__);
         return -1;
     }
     return 0;
-}
-
-/* NumPy has no bfloat16: its values widen exactly to float32. */
-static void
-bf16_to_f32(const uint16_t *src, float *dst, size_t count)
-{
-    for (size_t i = 0; i < count; i++) {
-        uint32_t bits = (uint32_t)src[i] << 16;
-        memcpy(dst + i, &bits, sizeof bits);
-    }
 }
 
 static PyObject *
@@ -428,7 +424,7 @@ DeviceArray_numpy(DeviceArray *a, PyObject *unused)
         uint16_t *tmp = PyMem_RawMalloc(a->nbytes ? a->nbytes : 1);
         rc = tmp ? copy_to_host(a, tmp) : (PyErr_NoMemory(), -1);
         if (rc == 0)
-            bf16_to_f32(tmp, view.buf, a->nbytes / 2);
+            gp_bf16_to_f32(tmp, view.buf, a->nbytes / 2);
         PyMem_RawFree(tmp);
     } else {
         rc = copy_to_host(a, view.buf);
@@ -488,15 +484,14 @@ device_array_from_host(PyObject *module, PyObject *args)
         goto done;
     DeviceArray *a = (DeviceArray *)arr;
     cudaError_t err = cudaSuccess;
-    Py_BEGIN_ALLOW_THREADS if (a->nbytes > 0) err =
-        cudaMemcpy(a->data, view.buf, a->nbytes, cudaMemcpyHostToDevice);
-    Py_END_ALLOW_THREADS if (err != cudaSuccess)
-    {
+    Py_BEGIN_ALLOW_THREADS
+    if (a->nbytes > 0)
+        err = cudaMemcpy(a->data, view.buf, a->nbytes, cudaMemcpyHostToDevice);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
         gp_set_cuda_error(err, "cudaMemcpy", __FILE__, __LINE__);
         Py_CLEAR(arr);
-    }
-    else if (gp_device_array_set_ready(arr, (cudaStream_t)0) < 0)
-    {
+    } else if (gp_device_array_set_ready(arr, (cudaStream_t)0) < 0) {
         /* A pageable-memory copy may still be in flight on the legacy stream after return. */
         Py_CLEAR(arr);
     }

@@ -142,7 +142,8 @@ static PyMethodDef probe_methods[] = {
     {"_probe_attributes", probe_attributes, METH_NOARGS,
      "cudaFuncGetAttributes of the probe kernel as a dict."},
     {"_probe_occupancy", probe_occupancy, METH_VARARGS,
-     "_probe_occupancy(block_size, dynamic_smem=0): cudaOccupancyMaxActiveBlocksPerMultiprocessor."},
+     "_probe_occupancy(block_size, dynamic_smem=0): "
+     "cudaOccupancyMaxActiveBlocksPerMultiprocessor."},
     {"_launch_empty", (PyCFunction)(void (*)(void))launch_empty, METH_VARARGS | METH_KEYWORDS,
      "_launch_empty(n, stream=None) -> ns: launch n empty kernels; host ns spent launching."},
     {"_device_reset", device_reset, METH_NOARGS, "cudaDeviceReset() (tests of faults)."},

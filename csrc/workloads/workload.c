@@ -60,7 +60,8 @@ setup(gp_workload *self, long long bytes, int blocks, int threads, int iteration
     switch (self->kind) {
     case W_COPY:
         if (bytes <= 0 || bytes % 16 != 0) {
-            PyErr_Format(PyExc_ValueError, "copy: bytes must be a positive multiple of 16, got %lld", bytes);
+            PyErr_Format(PyExc_ValueError,
+                         "copy: bytes must be a positive multiple of 16, got %lld", bytes);
             return -1;
         }
         if (alloc(&self->a, (size_t)bytes) < 0 || alloc(&self->b, (size_t)bytes) < 0)
@@ -68,9 +69,9 @@ setup(gp_workload *self, long long bytes, int blocks, int threads, int iteration
         GP_CUDA_CHECK(cudaMemset(self->a, 0, (size_t)bytes));
         GP_CUDA_CHECK(cudaMemset(self->b, 0, (size_t)bytes));
         self->copy = (gp_copy_params){self->a, self->b, (size_t)bytes / 16, blocks, threads};
-        self->info = Py_BuildValue("{s:s,s:i,s:i,s:L,s:L,s:L}", "kind", "copy", "blocks", blocks,
-                                   "threads", threads, "bytes", bytes, "bytes_read", bytes,
-                                   "bytes_written", bytes);
+        self->info =
+            Py_BuildValue("{s:s,s:i,s:i,s:L,s:L,s:L}", "kind", "copy", "blocks", blocks, "threads",
+                          threads, "bytes", bytes, "bytes_read", bytes, "bytes_written", bytes);
         break;
     case W_FFMA: {
         if (alloc(&self->a, nthreads * sizeof(float)) < 0)
@@ -101,8 +102,10 @@ setup(gp_workload *self, long long bytes, int blocks, int threads, int iteration
     default: { /* W_CHASE */
         unsigned long long n = (unsigned long long)bytes / 4;
         if (bytes <= 0 || (n & (n - 1)) != 0 || n > (1ULL << 32)) {
-            PyErr_Format(PyExc_ValueError, "chase: bytes must be 4 * a power of two (at most 16 "
-                         "GiB), got %lld", bytes);
+            PyErr_Format(PyExc_ValueError,
+                         "chase: bytes must be 4 * a power of two (at most 16 "
+                         "GiB), got %lld",
+                         bytes);
             return -1;
         }
         if (alloc(&self->a, (size_t)bytes) < 0 || alloc(&self->b, nthreads * sizeof(uint32_t)) < 0)
@@ -161,7 +164,7 @@ workload_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
         return NULL;
     if (blocks < 0 || threads < 0 || threads > 1024 || iterations < 0 || hops < 0)
         return PyErr_Format(PyExc_ValueError, "blocks, iterations and hops must be >= 0 and "
-                            "threads in [0, 1024] (0: default)");
+                                              "threads in [0, 1024] (0: default)");
     int device, sms;
     GP_CUDA_CHECK(cudaGetDevice(&device));
     GP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
@@ -180,7 +183,8 @@ workload_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->device = device;
     PyObject *dev = NULL;
     if (setup(self, bytes, blocks, threads, iterations, hops) < 0 ||
-        (dev = PyLong_FromLong(device)) == NULL || PyDict_SetItemString(self->info, "device", dev) < 0) {
+        (dev = PyLong_FromLong(device)) == NULL ||
+        PyDict_SetItemString(self->info, "device", dev) < 0) {
         Py_XDECREF(dev);
         Py_DECREF(self);
         return NULL;

@@ -17,9 +17,10 @@
 //       reads of 16 different K rows hit distinct banks. Causal: query tiles run heaviest first
 //       and key tiles past the diagonal are skipped.
 //   v3  (the default where rows are 16-byte aligned; variant=1 selects v2) the next K and V tiles
-//       are loaded into registers in 16-byte pieces while the current tile is computed, and converted into
-//       shared memory after the last barrier of the tile: v2 waits for every tile's loads (two
-//       blocks per SM at head_dim 128 cannot hide that) and issues 2-byte loads for 16-bit data.
+//       are loaded into registers in 16-byte pieces while the current tile is computed, and
+//       converted into shared memory after the last barrier of the tile: v2 waits for every tile's
+//       loads (two blocks per SM at head_dim 128 cannot hide that) and issues 2-byte loads for
+//       16-bit data.
 #include "attention_common.cuh"
 
 namespace gp_attn {
@@ -57,7 +58,7 @@ load_rows(float *tile, const Slice<const T> &g, int row0, int n)
 // the next tile can be in flight while the current one is computed: fetch() into registers,
 // put() into shared memory after the barrier that frees the tile.
 template <typename T, int ROWS, int D> struct TileFetch {
-    static constexpr int kPer = 16 / sizeof(T);               // elements per 16-byte piece
+    static constexpr int kPer = 16 / sizeof(T);                // elements per 16-byte piece
     static constexpr int kPieces = ROWS * D / kPer / kThreads; // per thread
     static_assert(ROWS * D % (kPer * kThreads) == 0, "tile must split evenly");
     uint4 buf[kPieces];
@@ -66,7 +67,8 @@ template <typename T, int ROWS, int D> struct TileFetch {
     {
 #pragma unroll
         for (int k = 0; k < kPieces; k++) {
-            const int i = threadIdx.x + k * kThreads, r = i / (D / kPer), c = (i % (D / kPer)) * kPer;
+            const int i = threadIdx.x + k * kThreads, r = i / (D / kPer),
+                      c = (i % (D / kPer)) * kPer;
             buf[k] = row0 + r < n ? *reinterpret_cast<const uint4 *>(g.row(row0 + r) + c)
                                   : make_uint4(0u, 0u, 0u, 0u);
         }
@@ -75,7 +77,8 @@ template <typename T, int ROWS, int D> struct TileFetch {
     {
 #pragma unroll
         for (int k = 0; k < kPieces; k++) {
-            const int i = threadIdx.x + k * kThreads, r = i / (D / kPer), c = (i % (D / kPer)) * kPer;
+            const int i = threadIdx.x + k * kThreads, r = i / (D / kPer),
+                      c = (i % (D / kPer)) * kPer;
             const T *e = reinterpret_cast<const T *>(&buf[k]);
 #pragma unroll
             for (int q = 0; q < kPer; q += 4)

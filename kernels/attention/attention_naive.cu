@@ -450,8 +450,8 @@ launch_tc(const gp_attn_params &p, float *ws, cudaStream_t stream)
         return err;
     constexpr int kMT = D == 128 ? 2 : 1;
     const size_t smem_v = (size_t)2 * (kTcKeys * D + kWarps * 16 * kMT * kTcKeys) * sizeof(T);
-    return launch_with_smem(pv_tc_kernel<T, D, kMT>, grid_for(p, kWarps * 16 * kMT),
-                            dim3(kThreads), smem_v, stream, p, ws);
+    return launch_with_smem(pv_tc_kernel<T, D, kMT>, grid_for(p, kWarps * 16 * kMT), dim3(kThreads),
+                            smem_v, stream, p, ws);
 }
 
 template <typename T>

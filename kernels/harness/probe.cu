@@ -10,7 +10,8 @@
 //   empty v1: an empty kernel; the cheapest launch, for measuring the host cost of tracing.
 #include "probe.h"
 
-__global__ void gp_probe_kernel(float *out, int store)
+__global__ void
+gp_probe_kernel(float *out, int store)
 {
     __shared__ float tile[GP_PROBE_STATIC_SMEM / sizeof(float)];
     extern __shared__ float dyn[];
@@ -26,9 +27,13 @@ __global__ void gp_probe_kernel(float *out, int store)
         out[blockIdx.x * nthreads + tid] = v;
 }
 
-__global__ void gp_empty_kernel() {}
+__global__ void
+gp_empty_kernel()
+{
+}
 
-extern "C" cudaError_t gp_launch_probe(const gp_probe_params *p, cudaStream_t stream)
+extern "C" cudaError_t
+gp_launch_probe(const gp_probe_params *p, cudaStream_t stream)
 {
     const dim3 grid(p->grid[0], p->grid[1], p->grid[2]);
     const dim3 block(p->block[0], p->block[1], p->block[2]);
@@ -36,7 +41,8 @@ extern "C" cudaError_t gp_launch_probe(const gp_probe_params *p, cudaStream_t st
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gp_launch_empty(long long n, cudaStream_t stream)
+extern "C" cudaError_t
+gp_launch_empty(long long n, cudaStream_t stream)
 {
     for (long long i = 0; i < n; i++) {
         gp_empty_kernel<<<1, 32, 0, stream>>>();
@@ -47,12 +53,14 @@ extern "C" cudaError_t gp_launch_empty(long long n, cudaStream_t stream)
     return cudaSuccess;
 }
 
-extern "C" cudaError_t gp_probe_attributes(struct cudaFuncAttributes *attr)
+extern "C" cudaError_t
+gp_probe_attributes(struct cudaFuncAttributes *attr)
 {
     return cudaFuncGetAttributes(attr, gp_probe_kernel);
 }
 
-extern "C" cudaError_t gp_probe_occupancy(int *blocks, int block_size, size_t dynamic_smem)
+extern "C" cudaError_t
+gp_probe_occupancy(int *blocks, int block_size, size_t dynamic_smem)
 {
     return cudaOccupancyMaxActiveBlocksPerMultiprocessor(blocks, gp_probe_kernel, block_size,
                                                          dynamic_smem);

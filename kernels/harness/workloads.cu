@@ -15,14 +15,16 @@
 
 #include <cuda_fp16.h>
 
-__global__ void gp_copy_kernel(const float4 *__restrict__ src, float4 *__restrict__ dst, size_t n)
+__global__ void
+gp_copy_kernel(const float4 *__restrict__ src, float4 *__restrict__ dst, size_t n)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         dst[i] = src[i];
 }
 
-__global__ void gp_ffma_kernel(float *out, float a, float b, int iterations)
+__global__ void
+gp_ffma_kernel(float *out, float a, float b, int iterations)
 {
     const int tid = blockIdx.x * blockDim.x + threadIdx.x;
     float acc[GP_FFMA_CHAINS];
@@ -41,7 +43,8 @@ __global__ void gp_ffma_kernel(float *out, float a, float b, int iterations)
     out[tid] = sum;
 }
 
-__device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2])
+__device__ __forceinline__ void
+mma_16816(float d[4], const uint32_t a[4], const uint32_t b[2])
 {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                  "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
@@ -49,7 +52,8 @@ __device__ __forceinline__ void mma_16816(float d[4], const uint32_t a[4], const
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-__global__ void gp_mma_kernel(float *out, int iterations)
+__global__ void
+gp_mma_kernel(float *out, int iterations)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
     const int tid = blockIdx.x * blockDim.x + threadIdx.x;
@@ -75,14 +79,16 @@ __global__ void gp_mma_kernel(float *out, int iterations)
 #define GP_LCG_A 1664525u
 #define GP_LCG_C 1013904223u
 
-__global__ void gp_chase_init_kernel(uint32_t *next, size_t n)
+__global__ void
+gp_chase_init_kernel(uint32_t *next, size_t n)
 {
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
         next[i] = (uint32_t)((GP_LCG_A * (uint32_t)i + GP_LCG_C) & (uint32_t)(n - 1));
 }
 
-__global__ void gp_chase_kernel(const uint32_t *next, uint32_t *out, size_t n, int hops)
+__global__ void
+gp_chase_kernel(const uint32_t *next, uint32_t *out, size_t n, int hops)
 {
     const size_t tid = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t threads = (size_t)gridDim.x * blockDim.x;
@@ -92,12 +98,14 @@ __global__ void gp_chase_kernel(const uint32_t *next, uint32_t *out, size_t n, i
     out[tid] = idx;
 }
 
-static bool valid_grid(int blocks, int threads)
+static bool
+valid_grid(int blocks, int threads)
 {
     return blocks > 0 && threads > 0 && threads <= 1024;
 }
 
-extern "C" cudaError_t gp_launch_copy(gp_copy_params p, cudaStream_t stream)
+extern "C" cudaError_t
+gp_launch_copy(gp_copy_params p, cudaStream_t stream)
 {
     if (!valid_grid(p.blocks, p.threads))
         return cudaErrorInvalidConfiguration;
@@ -105,7 +113,8 @@ extern "C" cudaError_t gp_launch_copy(gp_copy_params p, cudaStream_t stream)
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gp_launch_ffma(gp_ffma_params p, cudaStream_t stream)
+extern "C" cudaError_t
+gp_launch_ffma(gp_ffma_params p, cudaStream_t stream)
 {
     if (!valid_grid(p.blocks, p.threads))
         return cudaErrorInvalidConfiguration;
@@ -113,7 +122,8 @@ extern "C" cudaError_t gp_launch_ffma(gp_ffma_params p, cudaStream_t stream)
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gp_launch_mma(gp_mma_params p, cudaStream_t stream)
+extern "C" cudaError_t
+gp_launch_mma(gp_mma_params p, cudaStream_t stream)
 {
     if (!valid_grid(p.blocks, p.threads) || p.threads % 32 != 0)
         return cudaErrorInvalidConfiguration;
@@ -121,7 +131,8 @@ extern "C" cudaError_t gp_launch_mma(gp_mma_params p, cudaStream_t stream)
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gp_launch_chase(gp_chase_params p, cudaStream_t stream)
+extern "C" cudaError_t
+gp_launch_chase(gp_chase_params p, cudaStream_t stream)
 {
     if (!valid_grid(p.blocks, p.threads))
         return cudaErrorInvalidConfiguration;
@@ -129,7 +140,8 @@ extern "C" cudaError_t gp_launch_chase(gp_chase_params p, cudaStream_t stream)
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t gp_launch_chase_init(uint32_t *next, size_t n, cudaStream_t stream)
+extern "C" cudaError_t
+gp_launch_chase_init(uint32_t *next, size_t n, cudaStream_t stream)
 {
     gp_chase_init_kernel<<<1024, 256, 0, stream>>>(next, n);
     return cudaGetLastError();
