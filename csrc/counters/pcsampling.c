@@ -27,8 +27,8 @@
 
 typedef struct {
     PyObject_HEAD
-    CUcontext ctx;
-    int enabled, started, claimed;
+    int enabled, started;
+    gp_counter_session session;
     size_t n_reasons;
     uint32_t *reason_index;
     char **reason_names;
@@ -72,7 +72,7 @@ static int
 read_stall_reasons(gp_pcs *self)
 {
     CUpti_PCSamplingGetNumStallReasonsParams num = {CUpti_PCSamplingGetNumStallReasonsParamsSize};
-    num.ctx = self->ctx;
+    num.ctx = self->session.ctx;
     num.numStallReasons = &self->n_reasons;
     GP_CUPTI_CHECK(gp_cupti.cuptiPCSamplingGetNumStallReasons(&num));
     self->reason_index = calloc(self->n_reasons, sizeof *self->reason_index);
@@ -83,7 +83,7 @@ read_stall_reasons(gp_pcs *self)
         if ((self->reason_names[k] = calloc(1, CUPTI_STALL_REASON_STRING_SIZE)) == NULL)
             goto nomem;
     CUpti_PCSamplingGetStallReasonsParams get = {CUpti_PCSamplingGetStallReasonsParamsSize};
-    get.ctx = self->ctx;
+    get.ctx = self->session.ctx;
     get.numStallReasons = self->n_reasons;
     get.stallReasonIndex = self->reason_index;
     get.stallReasons = self->reason_names;
@@ -123,7 +123,7 @@ configure(gp_pcs *self, int period)
         attrs[n++].attributeData.samplingPeriodData.samplingPeriod = (uint32_t)period;
     }
     CUpti_PCSamplingConfigurationInfoParams p = {CUpti_PCSamplingConfigurationInfoParamsSize};
-    p.ctx = self->ctx;
+    p.ctx = self->session.ctx;
     p.numAttributes = n;
     p.pPCSamplingConfigurationInfo = attrs;
     GP_CUPTI_CHECK(gp_cupti.cuptiPCSamplingSetConfigurationAttribute(&p));
@@ -201,7 +201,7 @@ fetch_remaining(gp_pcs *self, size_t remaining)
 {
     while (remaining > 0) {
         CUpti_PCSamplingGetDataParams p = {CUpti_PCSamplingGetDataParamsSize};
-        p.ctx = self->ctx;
+        p.ctx = self->session.ctx;
         p.pcSamplingData = &self->fetched;
         CUptiResult res = gp_cupti.cuptiPCSamplingGetData(&p);
         if (res == CUPTI_ERROR_OUT_OF_MEMORY) {
@@ -231,7 +231,7 @@ teardown(gp_pcs *self)
     int rc = 0;
     if (self->started) {
         CUpti_PCSamplingStopParams p = {CUpti_PCSamplingStopParamsSize};
-        p.ctx = self->ctx;
+        p.ctx = self->session.ctx;
         self->started = 0;
         CUptiResult res = gp_cupti.cuptiPCSamplingStop(&p);
         if (res != CUPTI_SUCCESS && rc++ == 0)
@@ -239,7 +239,7 @@ teardown(gp_pcs *self)
     }
     if (self->enabled) {
         CUpti_PCSamplingDisableParams p = {CUpti_PCSamplingDisableParamsSize};
-        p.ctx = self->ctx;
+        p.ctx = self->session.ctx;
         self->enabled = 0;
         CUptiResult res = gp_cupti.cuptiPCSamplingDisable(&p);
         if (res != CUPTI_SUCCESS && rc++ == 0)
@@ -255,10 +255,7 @@ teardown(gp_pcs *self)
     free(self->reason_index);
     self->reason_names = NULL;
     self->reason_index = NULL;
-    if (self->claimed) {
-        gp_counters_release();
-        self->claimed = 0;
-    }
+    gp_counter_session_end(&self->session);
     return rc ? -1 : 0;
 }
 
@@ -281,16 +278,12 @@ pcs_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (self == NULL)
         return NULL;
     memset((char *)self + sizeof(PyObject), 0, sizeof *self - sizeof(PyObject));
-    if ((self->pcs = PyDict_New()) == NULL || gp_counters_claim("PC sampling") < 0)
-        goto error;
-    self->claimed = 1;
-    int device;
-    CUdevice dev;
-    if (gp_current_context(&self->ctx, &device, &dev) < 0 || gp_profiler_initialize() < 0 ||
-        gp_profiler_require_support(dev, CUPTI_PROFILER_PC_SAMPLING, "PC sampling") < 0)
+    if ((self->pcs = PyDict_New()) == NULL ||
+        gp_counter_session_begin(&self->session, "PC sampling", CUPTI_PROFILER_PC_SAMPLING,
+                                 "PC sampling") < 0)
         goto error;
     CUpti_PCSamplingEnableParams en = {CUpti_PCSamplingEnableParamsSize};
-    en.ctx = self->ctx;
+    en.ctx = self->session.ctx;
     GP_CUPTI_CHECK(gp_cupti.cuptiPCSamplingEnable(&en));
     self->enabled = 1;
     if (read_stall_reasons(self) < 0)
@@ -315,7 +308,7 @@ pcs_start(PyObject *op, PyObject *unused)
     if (!self->enabled || self->started)
         return PyErr_Format(gp_GpuProfileError, "PCSampler.start(): closed or already started");
     CUpti_PCSamplingStartParams p = {CUpti_PCSamplingStartParamsSize};
-    p.ctx = self->ctx;
+    p.ctx = self->session.ctx;
     GP_CUPTI_CHECK(gp_cupti.cuptiPCSamplingStart(&p));
     self->started = 1;
     Py_RETURN_NONE;
@@ -333,7 +326,7 @@ pcs_stop(PyObject *op, PyObject *unused)
     if (gp_sync_device("cudaDeviceSynchronize (before cuptiPCSamplingStop)") < 0)
         return NULL;
     CUpti_PCSamplingStopParams p = {CUpti_PCSamplingStopParamsSize};
-    p.ctx = self->ctx;
+    p.ctx = self->session.ctx;
     self->started = 0;
     GP_CUPTI_CHECK(gp_cupti.cuptiPCSamplingStop(&p));
     size_t remaining = self->configured.remainingNumPcs;

@@ -29,7 +29,8 @@ typedef struct {
     gp_metric_names names;
     uint8_t *image;
     size_t image_size;
-    int started, claimed;
+    int started;
+    gp_counter_session session;
     uint64_t start_ts;
     /* decoded samples */
     uint64_t *times; /* 2 per sample */
@@ -112,10 +113,7 @@ teardown(gp_pms *self)
     }
     free(self->image);
     self->image = NULL;
-    if (self->claimed) {
-        gp_counters_release();
-        self->claimed = 0;
-    }
+    gp_counter_session_end(&self->session);
     return rc ? -1 : 0;
 }
 
@@ -144,15 +142,10 @@ pms_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     memset((char *)self + sizeof(PyObject), 0, sizeof *self - sizeof(PyObject));
     self->config = Py_NewRef(config);
     self->host_obj = Py_NewRef(host);
-    if (gp_metric_names_from(names, &self->names) < 0 || gp_counters_claim("PM sampling") < 0)
-        goto error;
-    self->claimed = 1;
-    CUcontext ctx;
-    CUdevice dev;
-    int device;
-    if (gp_current_context(&ctx, &device, &dev) < 0 || gp_profiler_initialize() < 0 ||
-        gp_profiler_require_support(dev, CUPTI_PROFILER_PM_SAMPLING, "PM sampling") < 0 ||
-        setup(self, device, interval, (size_t)max_samples, (size_t)hw_buffer) < 0)
+    if (gp_metric_names_from(names, &self->names) < 0 ||
+        gp_counter_session_begin(&self->session, "PM sampling", CUPTI_PROFILER_PM_SAMPLING,
+                                 "PM sampling") < 0 ||
+        setup(self, self->session.device, interval, (size_t)max_samples, (size_t)hw_buffer) < 0)
         goto error;
     return (PyObject *)self;
 error:

@@ -11,8 +11,8 @@
 static int initialized;
 static const char *holder; /* guarded by the GIL */
 
-int
-gp_counters_claim(const char *who)
+static int
+counters_claim(const char *who)
 {
     if (holder != NULL) {
         PyErr_Format(
@@ -27,10 +27,26 @@ gp_counters_claim(const char *who)
     return 0;
 }
 
-void
-gp_counters_release(void)
+int
+gp_counter_session_begin(gp_counter_session *s, const char *who, CUpti_Profiler_API api,
+                         const char *feature)
 {
-    holder = NULL;
+    if (counters_claim(who) < 0)
+        return -1;
+    s->claimed = 1;
+    if (gp_current_context(&s->ctx, &s->device, &s->dev) < 0 || gp_profiler_initialize() < 0 ||
+        gp_profiler_require_support(s->dev, api, feature) < 0)
+        return -1;
+    return 0;
+}
+
+void
+gp_counter_session_end(gp_counter_session *s)
+{
+    if (s->claimed) {
+        holder = NULL;
+        s->claimed = 0;
+    }
 }
 
 int

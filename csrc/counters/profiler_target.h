@@ -15,11 +15,26 @@ int gp_profiler_initialize(void);
  * vGPU, confidential computing, SLI, CMP, WSL). `feature` names it for the message. */
 int gp_profiler_require_support(CUdevice device, CUpti_Profiler_API api, const char *feature);
 
-/* The counter features take turns: one collection (range profiler, PC sampling or PM sampling)
- * at a time in this process. claim: 0, or -1 with GpuProfileError naming the holder. `who` must
- * be a string literal. */
-int gp_counters_claim(const char *who);
-void gp_counters_release(void);
+/* One counter collection (range profiler, PC sampling or PM sampling) from start to end: the
+ * lifecycle every counter type shares. The counter features take turns, one collection at a
+ * time in this process; a session holds that turn from begin to end. */
+typedef struct {
+    CUcontext ctx; /* the current device's context at begin */
+    CUdevice dev;
+    int device;
+    int claimed;
+} gp_counter_session;
+
+/* Takes the turn (GpuProfileError naming the holder if another collection runs), then finds
+ * the current context, initializes the profiler API and checks the device supports `api`.
+ * `who` ("PC sampling") names the collection in errors and must be a string literal; `feature`
+ * names the API in unsupported-device errors. 0, or -1 with an exception: the session may
+ * still hold the turn, so the caller ends it on its error path as on any other. */
+int gp_counter_session_begin(gp_counter_session *s, const char *who, CUpti_Profiler_API api,
+                             const char *feature);
+
+/* Gives the turn back; safe to call twice or on a session that never began. Never raises. */
+void gp_counter_session_end(gp_counter_session *s);
 
 int gp_profiler_target_init(PyObject *module);
 

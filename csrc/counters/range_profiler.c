@@ -38,7 +38,7 @@ typedef struct {
     int started;
     int depth;
     int busy; /* a call is in flight with the GIL released */
-    int claimed;
+    gp_counter_session session;
     Py_ssize_t passes;
 } gp_range;
 
@@ -136,10 +136,7 @@ teardown(gp_range *self)
     free(self->image);
     self->image = NULL;
     self->image_size = 0;
-    if (self->claimed) {
-        gp_counters_release();
-        self->claimed = 0;
-    }
+    gp_counter_session_end(&self->session);
     return failed ? -1 : 0;
 }
 
@@ -183,15 +180,9 @@ range_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->config = Py_NewRef(config);
     self->user_range = !auto_range;
     if (gp_metric_names_from(names, &self->names) < 0 ||
-        gp_counters_claim("the range profiler") < 0)
-        goto error;
-    self->claimed = 1;
-    CUcontext ctx;
-    CUdevice dev;
-    int device;
-    if (gp_current_context(&ctx, &device, &dev) < 0 || gp_profiler_initialize() < 0 ||
-        gp_profiler_require_support(dev, CUPTI_PROFILER_RANGE_PROFILING, "range profiling") < 0 ||
-        enable(self, ctx) < 0 || make_counter_data(self, (size_t)max_ranges) < 0 ||
+        gp_counter_session_begin(&self->session, "the range profiler",
+                                 CUPTI_PROFILER_RANGE_PROFILING, "range profiling") < 0 ||
+        enable(self, self->session.ctx) < 0 || make_counter_data(self, (size_t)max_ranges) < 0 ||
         set_config(self, kernel_replay, (size_t)max_ranges) < 0)
         goto error;
     return (PyObject *)self;
