@@ -1,4 +1,4 @@
-"""Build gpuprofile._C: the C sources in csrc/ and the CUDA kernels in kernels/, one extension.
+"""Build gpuprofile._C: the C sources under csrc/ and the CUDA kernels under kernels/, one extension.
 
 CUDA is found from CUDA_HOME (or CUDA_PATH), else /usr/local/cuda. The GPU architectures come from
 GPUPROFILE_CUDA_ARCHS ("80;90" by default: sm_80 and sm_90 machine code plus compute_90 PTX). No GPU
@@ -54,7 +54,7 @@ def gencode_flags():
 
 
 class BuildExt(build_ext):
-    """Compile kernels/*.cu with nvcc (in parallel), then link them into the C extension."""
+    """Compile kernels/**/*.cu with nvcc (in parallel), then link them into the C extension."""
 
     def build_extensions(self):
         home = find_cuda()
@@ -75,13 +75,15 @@ class BuildExt(build_ext):
         flags += ["--expt-relaxed-constexpr", "-Ikernels", *gencode_flags(), *extra]
         if os.environ.get("CUDAHOSTCXX"):
             flags += ["-ccbin", os.environ["CUDAHOSTCXX"]]
-        jobs = []
-        for src in sorted(glob(os.path.join("kernels", "*.cu"))):
-            obj = os.path.join(out_dir, os.path.basename(src) + ".o")
-            deps = [src, *glob(os.path.join("kernels", "*.h")), *glob(os.path.join("kernels", "*.cuh"))]
+        sources = sorted(glob(os.path.join("kernels", "**", "*.cu"), recursive=True))
+        headers = [h for ext in ("h", "cuh") for h in glob(os.path.join("kernels", "**", f"*.{ext}"), recursive=True)]
+        jobs, objects = [], []
+        for src in sources:
+            obj = os.path.join(out_dir, os.path.relpath(src, "kernels").replace(os.sep, "_") + ".o")
+            objects.append(obj)
+            deps = [src, *headers]
             if self.force or not os.path.exists(obj) or max(map(os.path.getmtime, deps)) > os.path.getmtime(obj):
                 jobs.append([nvcc, *flags, "-c", src, "-o", obj])
-        objects = [os.path.join(out_dir, os.path.basename(s) + ".o") for s in sorted(glob("kernels/*.cu"))]
 
         def run(cmd):
             print(" ".join(cmd), flush=True)
@@ -99,13 +101,15 @@ class BuildExt(build_ext):
 
 extension = Extension(
     "gpuprofile._C",
-    sources=sorted(glob("csrc/*.c")),
-    include_dirs=["csrc/cxx_shim", "csrc", "kernels"],
+    sources=sorted(glob("csrc/**/*.c", recursive=True)),
+    # Includes name their folder ("core/errors.h", "attention/attention.h"): csrc/ and kernels/ are
+    # the roots; csrc/core/cxx_shim comes first (see its header).
+    include_dirs=["csrc/core/cxx_shim", "csrc", "kernels"],
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                         "-Wno-unused-parameter", "-fvisibility=hidden"],
     libraries=["dl", "pthread", "rt", "stdc++"],
     define_macros=[("PY_SSIZE_T_CLEAN", None)],
-    depends=glob("csrc/*.h") + glob("kernels/*.h"),
+    depends=glob("csrc/**/*.h", recursive=True) + glob("kernels/**/*.h", recursive=True),
 )
 
 setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt})

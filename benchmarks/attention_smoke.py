@@ -16,7 +16,7 @@ import sys
 import numpy as np
 
 from gpuprofile import _C, kernels
-from gpuprofile import _attention_ref as ref
+from gpuprofile.kernels import reference as ref
 
 CASES = [("naive", "float32", 64, 0), ("naive", "float32", 80, 0), ("naive", "float16", 64, 0),
          ("naive", "bfloat16", 128, 0), ("naive", "bfloat16", 32, 0), ("flash", "float32", 64, 0),

@@ -28,8 +28,9 @@ import sys
 import time
 
 import gpuprofile as gp
-from gpuprofile import _C, _catalog
-from gpuprofile.metric_sets import DRAM_READ, DRAM_SOL, DURATION, MEMORY_SOL, SETS, SM_SOL
+from gpuprofile import _C
+from gpuprofile.counters import catalog as _catalog
+from gpuprofile.counters.metric_sets import DRAM_READ, DRAM_SOL, DURATION, MEMORY_SOL, SETS, SM_SOL
 
 SOL_NAMES = [DURATION, SM_SOL, MEMORY_SOL, DRAM_SOL]
 KERNELS = {"copy": "gp_copy_kernel", "ffma": "gp_ffma_kernel", "chase": "gp_chase_kernel",

@@ -22,8 +22,8 @@ import numpy as np
 
 import gpuprofile as gp
 from gpuprofile import _C, kernels
-from gpuprofile import _attention_ref as ref
 from gpuprofile._format import text_table
+from gpuprofile.kernels import reference as ref
 
 MAX_VARIANT = _C.ATTENTION_MAX_VARIANT
 # "<impl>_v<N>": impl with variant=N, the alternative tiles kept for tuning (kernels/NOTES.md)

@@ -6,7 +6,8 @@ stop, timed separately, for the SOL set and a one-pass set (auto and user ranges
 
 import time
 
-from gpuprofile import _C, counters
+from gpuprofile import _C
+from gpuprofile.counters import metrics as counters
 
 
 def collect(plan, range_mode, workload):

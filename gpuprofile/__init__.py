@@ -21,7 +21,7 @@ except ImportError as exc:  # pragma: no cover - depends on how the package was 
         "from another directory so the installed package is imported)."
     ) from exc
 
-from . import kernels, memory, nvtx
+from . import _moved, kernels, nvtx
 from ._C import (
     CudaError,
     CuptiError,
@@ -34,23 +34,42 @@ from ._C import (
     reset,
 )
 from ._foreign import torch_profiler_holds_cupti as _torch_profiler_holds_cupti
+from ._version import __version__ as __version__
 from .device import DeviceInfo, device_count, device_info
+from .tracing import memory
+
+_moved.install(__name__)
 
 _C._set_foreign_profiler_check(_torch_profiler_holds_cupti)
 
-__version__ = "0.1.0"
+
+# region(name, metrics=...) calls these from C (csrc/counters/region_metrics.c); the counters
+# module loads on the first such region, so `import gpuprofile` stays light.
+def _region_metrics_enter(name, spec, record):
+    from .counters.metrics import _region_enter
+
+    return _region_enter(name, spec, record)
+
+
+def _region_metrics_exit(record):
+    from .counters.metrics import _region_exit
+
+    return _region_exit(record)
+
+
+_C._set_region_metrics_hooks(_region_metrics_enter, _region_metrics_exit)
 
 
 def records():
     """Every region instance since reset() as a NumPy structured array (see _records.records)."""
-    from ._records import records as _records
+    from .regions import records as _records
 
     return _records()
 
 
 def stats(name: str):
     """RegionStats of region `name`: count, total/mean/median/min/max/p90 ms, host time."""
-    from ._records import stats as _stats
+    from .regions import stats as _stats
 
     return _stats(name)
 
@@ -59,8 +78,8 @@ def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memo
             regions: bool = True, stream_attribution: bool = True):
     """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
     (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
-    gpuprofile.profiling.profile."""
-    from .profiling import profile as _profile
+    gpuprofile.tracing.profile.profile."""
+    from .tracing.profile import profile as _profile
 
     return _profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
                     stream_attribution=stream_attribution)
@@ -68,21 +87,21 @@ def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memo
 
 def report():
     """A Report table of every region name; print() it or show it in a notebook."""
-    from ._records import report as _report
+    from .regions import report as _report
 
     return _report()
 
 
-# Hardware counters (counters.py, pcsampling.py, pmsampling.py, roofline.py, _catalog.py) and the
-# benchmark helper (bench.py, _bench_result.py, streams.py): loaded on first use, so
-# `import gpuprofile` stays fast. See docs/metrics.md and docs/benchmark.md.
+# Hardware counters (gpuprofile/counters/) and the benchmark helper (gpuprofile/bench/): loaded
+# on first use, so `import gpuprofile` stays fast. See docs/metrics.md and docs/benchmark.md.
 _LAZY = {
-    "metrics": "counters", "metric_passes": "counters", "region_metrics": "counters",
-    "MetricsResult": "_metrics_result", "list_metrics": "_catalog", "list_chips": "_catalog",
-    "stalls": "pcsampling", "capture_cubins": "pcsampling", "sample": "pmsampling",
-    "ceilings": "roofline", "plot_roofline": "roofline",
-    "benchmark": "bench", "BenchmarkResult": "_bench_result", "Comparison": "_bench_result",
-    "compare": "_bench_result", "Stream": "streams",
+    "metrics": "counters.metrics", "metric_passes": "counters.metrics",
+    "region_metrics": "counters.metrics", "MetricsResult": "counters.result",
+    "list_metrics": "counters.catalog", "list_chips": "counters.catalog",
+    "stalls": "counters.stalls", "capture_cubins": "counters.stalls", "sample": "counters.sample",
+    "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
+    "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result",
+    "Comparison": "bench.result", "compare": "bench.result", "Stream": "bench.streams",
 }
 
 

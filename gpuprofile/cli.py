@@ -167,7 +167,7 @@ def run(argv) -> int:
     if not os.path.isfile(script):
         print(f"gpuprofile run: error: no such script: {script}", file=sys.stderr)
         return 2
-    from .profiling import profile
+    from .tracing.profile import profile
 
     p = profile(memory=opts["memory"], regions=opts["regions"])
     try:

@@ -118,7 +118,7 @@ class GpuBenchmarkFixture:
         value = fn(*args, **kwargs)
         if self._state.disabled:
             return value
-        from .bench import benchmark
+        from .bench.benchmark import benchmark
 
         self._record(benchmark(fn, *args, name=self._next_name(), **options, **kwargs))
         return value
@@ -127,7 +127,7 @@ class GpuBenchmarkFixture:
         """Exactly `rounds` timed iterations after `warmup_rounds` untimed ones, no stopping rule.
         setup() runs untimed before every iteration; it may return (args, kwargs) for that call.
         Other keywords are benchmark options. Returns fn's result from an extra first call."""
-        from .bench import make_options, run
+        from .bench.benchmark import make_options, run
 
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
             raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
@@ -232,9 +232,9 @@ def pytest_terminal_summary(terminalreporter, config):
 
 def summary_lines(entries) -> list[str]:
     """The summary table, one block per group. Pure: entries as recorded by the fixture."""
-    from ._bench_result import fmt_time, verdict
     from ._format import fmt, text_table
     from ._stats import ratio_interval
+    from .bench.result import fmt_time, verdict
 
     lines = []
     notes = []  # why CUPTI timing was not used, once per distinct reason

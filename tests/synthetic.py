@@ -5,9 +5,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpuprofile._activity import EXTCORR_RAW, KERNEL_RAW, MEMCPY_RAW, MEMORY_RAW, MEMSET_RAW, Chunk, Window
-from gpuprofile._records import RECORD_DTYPE
-from gpuprofile.occupancy import ARCH_LIMITS
+from gpuprofile.regions import RECORD_DTYPE
+from gpuprofile.tracing.activity import (
+    EXTCORR_RAW,
+    KERNEL_RAW,
+    MEMCPY_RAW,
+    MEMORY_RAW,
+    MEMSET_RAW,
+    Chunk,
+    Window,
+)
+from gpuprofile.tracing.occupancy import ARCH_LIMITS
 
 T0 = 1_000_000_000  # CUPTI clock at profile start (ns)
 OFFSET = 500_000_000  # CUPTI clock minus host clock

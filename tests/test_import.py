@@ -89,3 +89,32 @@ def test_cupti_override_pointing_nowhere_is_reported():
     code = "import gpuprofile._C as C; print(C._cupti_info())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert "'found': False" in out.stdout and "/nonexistent/libcupti.so" in out.stdout
+
+
+def test_the_stub_names_what_the_extension_defines():
+    """gpuprofile/_C.pyi (for editors and type checkers) lists exactly the extension's names."""
+    import ast
+    import pathlib
+
+    from gpuprofile import _C
+
+    stub = pathlib.Path(gp.__file__).with_name("_C.pyi")
+    assert stub.with_name("py.typed").is_file()
+    named = set()
+    for node in ast.parse(stub.read_text()).body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef):
+            named.add(node.name)
+        elif isinstance(node, ast.AnnAssign):
+            named.add(node.target.id)
+    assert named == {n for n in dir(_C) if not n.startswith("__")}
+
+
+def test_moved_modules_keep_their_old_paths():
+    """Modules moved into the feature folders (issue 11) are still importable by their old
+    names, as the same module objects."""
+    import importlib
+
+    from gpuprofile import _moved
+
+    for old, new in _moved.MOVED.items():
+        assert importlib.import_module(f"gpuprofile.{old}") is importlib.import_module(f"gpuprofile.{new}")

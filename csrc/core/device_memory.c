@@ -1,0 +1,145 @@
+/* cudaMemGetInfo and raw allocations. */
+#include "device_memory.h"
+#include "device.h"
+#include "errors.h"
+#include "streams.h"
+#include "util.h"
+
+#include <cuda_runtime_api.h>
+
+/* Runs cudaMemGetInfo on `device`, restoring the calling thread's current device. Asking about a
+ * device creates its context if it had none (the driver needs one to answer). */
+static PyObject *
+mem_info(PyObject *module, PyObject *arg)
+{
+    int device, previous = 0;
+    if (gp_as_int(arg, "device", &device) < 0 || gp_require_device() < 0)
+        return NULL;
+    if (device < 0 || device >= gp_device_count())
+        return PyErr_Format(PyExc_IndexError, "device index %d out of range: %d device(s)", device,
+                            gp_device_count());
+    size_t free_bytes = 0, total = 0;
+    cudaError_t err;
+    GP_CUDA_CHECK(cudaGetDevice(&previous));
+    GP_CUDA_CHECK(cudaSetDevice(device));
+    err = cudaMemGetInfo(&free_bytes, &total);
+    (void)cudaSetDevice(previous);
+    GP_CUDA_CHECK(err);
+    return Py_BuildValue("(nn)", (Py_ssize_t)free_bytes, (Py_ssize_t)total);
+error:
+    return NULL;
+}
+
+/* _device_malloc(nbytes, stream=False) -> int: cudaMalloc, or cudaMallocAsync on `stream`
+ * when a stream (None = legacy default) is given instead of False. */
+static PyObject *
+device_malloc(PyObject *module, PyObject *args)
+{
+    Py_ssize_t nbytes;
+    PyObject *stream_obj = Py_False;
+    if (!PyArg_ParseTuple(args, "n|O:_device_malloc", &nbytes, &stream_obj))
+        return NULL;
+    if (nbytes <= 0)
+        return PyErr_Format(PyExc_ValueError, "nbytes must be > 0, got %zd", nbytes);
+    if (gp_require_device() < 0)
+        return NULL;
+    void *ptr = NULL;
+    if (stream_obj == Py_False) {
+        GP_CUDA_CHECK(cudaMalloc(&ptr, (size_t)nbytes));
+    } else {
+        cudaStream_t stream;
+        if (gp_stream_from_object(stream_obj, &stream) < 0)
+            return NULL;
+        GP_CUDA_CHECK(cudaMallocAsync(&ptr, (size_t)nbytes, stream));
+    }
+    return PyLong_FromVoidPtr(ptr);
+error:
+    return NULL;
+}
+
+/* _device_free(ptr, stream=False): cudaFree, or cudaFreeAsync on `stream`. */
+static PyObject *
+device_free(PyObject *module, PyObject *args)
+{
+    PyObject *ptr_obj, *stream_obj = Py_False;
+    if (!PyArg_ParseTuple(args, "O|O:_device_free", &ptr_obj, &stream_obj))
+        return NULL;
+    void *ptr = PyLong_AsVoidPtr(ptr_obj);
+    if (ptr == NULL && PyErr_Occurred())
+        return NULL;
+    if (gp_require_device() < 0)
+        return NULL;
+    if (stream_obj == Py_False) {
+        GP_CUDA_CHECK(cudaFree(ptr));
+    } else {
+        cudaStream_t stream;
+        if (gp_stream_from_object(stream_obj, &stream) < 0)
+            return NULL;
+        GP_CUDA_CHECK(cudaFreeAsync(ptr, stream));
+    }
+    Py_RETURN_NONE;
+error:
+    return NULL;
+}
+
+/* _device_copy_from_host(ptr, data): cudaMemcpy host to device of a bytes-like object. */
+static PyObject *
+device_copy_from_host(PyObject *module, PyObject *args)
+{
+    PyObject *ptr_obj;
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "Oy*:_device_copy_from_host", &ptr_obj, &data))
+        return NULL;
+    void *ptr = PyLong_AsVoidPtr(ptr_obj);
+    cudaError_t err = cudaSuccess;
+    if ((ptr != NULL || !PyErr_Occurred()) && gp_require_device() == 0) {
+        Py_BEGIN_ALLOW_THREADS
+        err = cudaMemcpy(ptr, data.buf, (size_t)data.len, cudaMemcpyHostToDevice);
+        Py_END_ALLOW_THREADS
+        if (err != cudaSuccess)
+            gp_set_cuda_error(err, "cudaMemcpy(HostToDevice)", __FILE__, __LINE__);
+    }
+    PyBuffer_Release(&data);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* _device_memset(ptr, value, nbytes): cudaMemset. */
+static PyObject *
+device_memset(PyObject *module, PyObject *args)
+{
+    PyObject *ptr_obj;
+    int value;
+    Py_ssize_t nbytes;
+    if (!PyArg_ParseTuple(args, "Oin:_device_memset", &ptr_obj, &value, &nbytes))
+        return NULL;
+    void *ptr = PyLong_AsVoidPtr(ptr_obj);
+    if ((ptr == NULL && PyErr_Occurred()) || gp_require_device() < 0)
+        return NULL;
+    if (nbytes < 0)
+        return PyErr_Format(PyExc_ValueError, "nbytes must be >= 0, got %zd", nbytes);
+    GP_CUDA_CHECK(cudaMemset(ptr, value, (size_t)nbytes));
+    Py_RETURN_NONE;
+error:
+    return NULL;
+}
+
+static PyMethodDef memory_methods[] = {
+    {"_mem_info", mem_info, METH_O, "_mem_info(device) -> (free, total) bytes (cudaMemGetInfo)."},
+    {"_device_malloc", device_malloc, METH_VARARGS,
+     "_device_malloc(nbytes, stream=False) -> pointer (cudaMalloc / cudaMallocAsync)."},
+    {"_device_free", device_free, METH_VARARGS,
+     "_device_free(ptr, stream=False) (cudaFree / cudaFreeAsync)."},
+    {"_device_copy_from_host", device_copy_from_host, METH_VARARGS,
+     "_device_copy_from_host(ptr, data): cudaMemcpy of a bytes-like object to the device."},
+    {"_device_memset", device_memset, METH_VARARGS,
+     "_device_memset(ptr, value, nbytes): cudaMemset."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+gp_device_memory_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, memory_methods);
+}

@@ -1,0 +1,103 @@
+/* Small helpers shared by the C files: argument conversion and the host clock. */
+#ifndef GP_UTIL_H
+#define GP_UTIL_H
+
+#include <Python.h>
+#include <stdint.h>
+#include <time.h>
+
+/* Host clock for regions and benchmarks: CLOCK_MONOTONIC in ns (same clock as time.monotonic_ns).
+ */
+static inline int64_t
+gp_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* int(obj) into an int with a range check; -1 with an exception set on failure. */
+static inline int
+gp_as_int(PyObject *obj, const char *what, int *out)
+{
+    if (!PyLong_Check(obj) || PyBool_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "%s must be an int, got %.100s", what, Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    long v = PyLong_AsLong(obj);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v < INT32_MIN || v > INT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%s out of range: %ld", what, v);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* getattr(obj, name, None) without masking errors other than AttributeError:
+ * 1 and a new reference, 0 and NULL when absent, -1 with an exception set. */
+static inline int
+gp_optional_attr(PyObject *obj, const char *name, PyObject **out)
+{
+    *out = PyObject_GetAttrString(obj, name);
+    if (*out != NULL)
+        return 1;
+    if (PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+/* Stash the exception in flight while cleanup code that may itself fail runs, then put it back:
+ * cleanup never replaces the user's exception. */
+typedef struct {
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc;
+#else
+    PyObject *type, *value, *tb;
+#endif
+} gp_exc_state;
+
+static inline void
+gp_exc_save(gp_exc_state *s)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    s->exc = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&s->type, &s->value, &s->tb);
+#endif
+}
+
+static inline void
+gp_exc_restore(gp_exc_state *s)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(s->exc);
+#else
+    PyErr_Restore(s->type, s->value, s->tb);
+#endif
+}
+
+/* Takes the exception in flight as one object (new reference), clearing it; NULL if none. */
+static inline PyObject *
+gp_take_exception(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    if (type == NULL)
+        return NULL;
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL)
+        PyException_SetTraceback(value, tb);
+    Py_XDECREF(type);
+    Py_XDECREF(tb);
+    return value;
+#endif
+}
+
+#endif

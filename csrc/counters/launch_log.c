@@ -1,0 +1,230 @@
+/* Kernel launch log: names of launched kernels in launch order, while on.
+ *
+ * A runtime launch (cudaLaunchKernel, <<<>>>) may or may not also raise a driver launch callback
+ * (cuLaunchKernel) inside it; either way it is logged once: the driver callback's name is taken
+ * when one arrives inside a runtime launch, else the runtime callback's name at its exit.
+ * Handlers run on the launching thread without the GIL; the log is guarded by a mutex. */
+#include "launch_log.h"
+#include "core/cupti_loader.h"
+#include "core/demangle.h"
+#include "core/errors.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    CUpti_CallbackDomain domain;
+    CUpti_CallbackId cbid;
+} launch_callbacks[] = {
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000},
+    {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid},
+    {CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync},
+};
+#define N_CALLBACKS (sizeof launch_callbacks / sizeof launch_callbacks[0])
+
+static uint32_t previous_state[N_CALLBACKS];
+static int handler_added;
+static int on;              /* atomic: the log is recording */
+static unsigned generation; /* atomic: bumped at each start, resets stale per-thread state */
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static char **names;
+static size_t n_names, cap_names;
+static int lost; /* an allocation failed: the log is incomplete */
+
+/* Per thread: inside a runtime launch, and whether a driver launch inside it was logged. */
+static _Thread_local struct {
+    unsigned generation;
+    int in_runtime_launch;
+    int logged_inside;
+} tls;
+
+static void
+append(const char *name)
+{
+    char *copy = strdup(name ? name : "?");
+    pthread_mutex_lock(&lock);
+    if (copy != NULL && n_names == cap_names) {
+        size_t cap = cap_names ? 2 * cap_names : 64;
+        char **grown = realloc(names, cap * sizeof *grown);
+        if (grown != NULL) {
+            names = grown;
+            cap_names = cap;
+        }
+    }
+    if (copy != NULL && n_names < cap_names) {
+        names[n_names++] = copy;
+    } else {
+        free(copy);
+        lost = 1;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+static int
+is_launch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
+{
+    for (size_t k = 0; k < N_CALLBACKS; k++)
+        if (launch_callbacks[k].domain == domain && launch_callbacks[k].cbid == cbid)
+            return 1;
+    return 0;
+}
+
+static void
+handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *cbdata)
+{
+    if (!__atomic_load_n(&on, __ATOMIC_ACQUIRE) || !is_launch(domain, cbid))
+        return;
+    const CUpti_CallbackData *d = cbdata;
+    unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    if (tls.generation != gen) {
+        tls.generation = gen;
+        tls.in_runtime_launch = tls.logged_inside = 0;
+    }
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+        if (d->callbackSite != CUPTI_API_ENTER)
+            return;
+        if (!tls.in_runtime_launch || !tls.logged_inside)
+            append(d->symbolName);
+        if (tls.in_runtime_launch)
+            tls.logged_inside = 1;
+        return;
+    }
+    if (d->callbackSite == CUPTI_API_ENTER) {
+        tls.in_runtime_launch = 1;
+        tls.logged_inside = 0;
+    } else if (tls.in_runtime_launch) {
+        if (!tls.logged_inside)
+            append(d->symbolName);
+        tls.in_runtime_launch = tls.logged_inside = 0;
+    }
+}
+
+static void
+clear_log(void)
+{
+    pthread_mutex_lock(&lock);
+    for (size_t k = 0; k < n_names; k++)
+        free(names[k]);
+    n_names = 0;
+    lost = 0;
+    pthread_mutex_unlock(&lock);
+}
+
+static int
+restore_callbacks(size_t upto)
+{
+    CUpti_SubscriberHandle sub = gp_cupti_subscriber();
+    int rc = 0;
+    for (size_t k = 0; k < upto; k++)
+        if (!previous_state[k] &&
+            gp_cupti.cuptiEnableCallback(0, sub, launch_callbacks[k].domain,
+                                         launch_callbacks[k].cbid) != CUPTI_SUCCESS)
+            rc = -1;
+    return rc;
+}
+
+/* _launch_log_start(): start logging launches (clears the log). */
+static PyObject *
+log_start(PyObject *module, PyObject *unused)
+{
+    if (__atomic_load_n(&on, __ATOMIC_ACQUIRE)) {
+        PyErr_SetString(gp_GpuProfileError, "the launch log is already on");
+        return NULL;
+    }
+    if (gp_cupti_subscribe() < 0)
+        return NULL;
+    if (!handler_added) {
+        if (gp_cupti_add_handler(handler, NULL) < 0) {
+            gp_cupti_release();
+            return NULL;
+        }
+        handler_added = 1;
+    }
+    CUpti_SubscriberHandle sub = gp_cupti_subscriber();
+    size_t k = 0;
+    for (; k < N_CALLBACKS; k++) {
+        GP_CUPTI_CHECK(gp_cupti.cuptiGetCallbackState(
+            &previous_state[k], sub, launch_callbacks[k].domain, launch_callbacks[k].cbid));
+        if (!previous_state[k])
+            GP_CUPTI_CHECK(gp_cupti.cuptiEnableCallback(1, sub, launch_callbacks[k].domain,
+                                                        launch_callbacks[k].cbid));
+    }
+    clear_log();
+    __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&on, 1, __ATOMIC_RELEASE);
+    Py_RETURN_NONE;
+error:
+    (void)restore_callbacks(k);
+    gp_cupti_release();
+    return NULL;
+}
+
+/* _launch_log_take() -> ([demangled names], complete): the names logged since the last take. */
+static PyObject *
+log_take(PyObject *module, PyObject *unused)
+{
+    pthread_mutex_lock(&lock);
+    char **taken = names;
+    size_t n = n_names;
+    int complete = !lost;
+    names = NULL;
+    n_names = cap_names = 0;
+    lost = 0;
+    pthread_mutex_unlock(&lock);
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    for (size_t k = 0; k < n; k++) {
+        PyObject *s = list ? gp_demangled(taken[k]) : NULL;
+        if (s == NULL)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, (Py_ssize_t)k, s);
+        free(taken[k]);
+    }
+    free(taken);
+    return list ? Py_BuildValue("(NO)", list, complete ? Py_True : Py_False) : NULL;
+}
+
+/* _launch_log_stop(): stop logging and restore the callbacks' previous state. */
+static PyObject *
+log_stop(PyObject *module, PyObject *unused)
+{
+    if (!__atomic_exchange_n(&on, 0, __ATOMIC_ACQ_REL))
+        Py_RETURN_NONE;
+    clear_log();
+    int rc = restore_callbacks(N_CALLBACKS);
+    gp_cupti_release();
+    if (rc < 0) {
+        PyErr_SetString(gp_CuptiError,
+                        "could not disable the launch callbacks (cuptiEnableCallback)");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef log_methods[] = {
+    {"_launch_log_start", log_start, METH_NOARGS, "Start logging kernel launch names."},
+    {"_launch_log_take", log_take, METH_NOARGS, "Names logged since the last take, and complete."},
+    {"_launch_log_stop", log_stop, METH_NOARGS, "Stop logging; restore the callbacks."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+gp_launch_log_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, log_methods);
+}

@@ -1,0 +1,471 @@
+/* The region record store, lazy resolution and observers (store.h). */
+#include "store.h"
+#include "core/errors.h"
+#include "core/events.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Events per device the pool may hold before regions wait for the oldest pending one. */
+#define GP_EVENT_SOFT_LIMIT 65536
+#define GP_EVENT_GROW 128
+
+/* The layout records() hands to Python; gpuprofile/regions.py mirrors it. */
+typedef struct {
+    int64_t host_start_ns, host_end_ns;
+    double gpu_ms;
+    int64_t parent;
+    uint64_t thread;
+    int32_t depth;
+    int32_t device;
+    int32_t name_index;
+    uint8_t raised, failed, open, memory;
+} gp_record_out;
+
+gp_record_store gp_store;
+
+/* Pending records per device, oldest first: indices into the store. */
+typedef struct {
+    int64_t *idx;
+    size_t head, tail, cap;
+} pending_t;
+static pending_t pending[GP_MAX_DEVICES];
+
+int gp_regions_enabled = 1;
+
+#define GP_MAX_OBSERVERS 4
+static const gp_region_observer *observers[GP_MAX_OBSERVERS];
+int gp_regions_n_observers;
+
+int
+gp_regions_add_observer(const gp_region_observer *obs)
+{
+    if (gp_regions_n_observers == GP_MAX_OBSERVERS) {
+        PyErr_SetString(gp_GpuProfileError, "too many region observers");
+        return -1;
+    }
+    observers[gp_regions_n_observers++] = obs;
+    return 0;
+}
+
+void
+gp_regions_remove_observer(const gp_region_observer *obs)
+{
+    for (int k = 0; k < gp_regions_n_observers; k++)
+        if (observers[k] == obs) {
+            memmove(&observers[k], &observers[k + 1],
+                    (size_t)(gp_regions_n_observers - k - 1) * sizeof obs);
+            gp_regions_n_observers--;
+            return;
+        }
+}
+
+/* Tells the observers about a new record; on failure, exits the ones already told. */
+int
+gp_store_notify_enter(int64_t i)
+{
+    for (int k = 0; k < gp_regions_n_observers; k++)
+        if (observers[k]->enter(i, observers[k]->userdata) < 0) {
+            while (--k >= 0)
+                observers[k]->exit(i, observers[k]->userdata);
+            return -1;
+        }
+    return 0;
+}
+
+void
+gp_store_notify_exit(int64_t i)
+{
+    for (int k = gp_regions_n_observers - 1; k >= 0; k--)
+        observers[k]->exit(i, observers[k]->userdata);
+}
+
+int64_t
+gp_store_append(void)
+{
+    if (gp_store.n == gp_store.cap) {
+        size_t cap = gp_store.cap ? 2 * gp_store.cap : 1024;
+        gp_record *r = realloc(gp_store.recs, cap * sizeof *r);
+        if (r == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        gp_store.recs = r;
+        gp_store.cap = cap;
+    }
+    return (int64_t)gp_store.n++;
+}
+
+int
+gp_store_pending_push(int device, int64_t rec)
+{
+    pending_t *q = &pending[device];
+    if (q->tail == q->cap) {
+        if (q->head > 0) { /* compact before growing */
+            memmove(q->idx, q->idx + q->head, (q->tail - q->head) * sizeof *q->idx);
+            q->tail -= q->head;
+            q->head = 0;
+        }
+        if (q->tail == q->cap) {
+            size_t cap = q->cap ? 2 * q->cap : 1024;
+            int64_t *idx = realloc(q->idx, cap * sizeof *idx);
+            if (idx == NULL) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            q->idx = idx;
+            q->cap = cap;
+        }
+    }
+    q->idx[q->tail++] = rec;
+    return 0;
+}
+
+/* ---- resolution ---------------------------------------------------------------------------- */
+
+/* Reads the elapsed time of pending record `i` if its events completed: 1 resolved, 0 not yet,
+ * -1 with CudaError set. A sticky error keeps the record pending, so every later read reports it
+ * too; any other error marks the record failed (no time) and is reported once. */
+static int
+try_resolve(int64_t i)
+{
+    gp_record *r = &gp_store.recs[i];
+    if (r->state != REC_PENDING)
+        return 1;
+    float ms = 0.0f;
+    cudaError_t err = cudaEventElapsedTime(&ms, r->ev[0], r->ev[1]);
+    if (err == cudaErrorNotReady) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    if (err == cudaSuccess) {
+        r->gpu_ms = ms;
+        r->state = REC_DONE;
+        gp_event_pool_give(r->device, 2, r->ev);
+        return 1;
+    }
+    char call[320];
+    snprintf(call, sizeof call, "timing region '%.200s' (cudaEventElapsedTime)",
+             PyUnicode_AsUTF8(r->name));
+    if (!gp_cuda_error_is_sticky(err)) {
+        r->gpu_ms = NAN;
+        r->flags |= REC_FAILED;
+        r->state = REC_DONE;
+        gp_event_pool_give(r->device, 2, r->ev);
+    }
+    gp_set_cuda_error(err, call, __FILE__, __LINE__);
+    return -1;
+}
+
+/* Pool empty: resolve finished records if the oldest one finished. Cheap when the GPU is behind
+ * (one query), so regions do not pay a query each while work is queued. */
+static int
+reclaim(int device)
+{
+    pending_t *q = &pending[device];
+    while (q->head < q->tail) {
+        int r = try_resolve(q->idx[q->head]);
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            return 0;
+        q->head++;
+    }
+    q->head = q->tail = 0;
+    return 0;
+}
+
+/* Waits (GIL released) until the stop event of pending record `i` completed. */
+static int
+wait_record(int64_t i)
+{
+    cudaEvent_t stop = gp_store.recs[i].ev[1];
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaEventSynchronize(stop);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess && gp_cuda_error_is_sticky(err)) {
+        gp_set_cuda_error(err, "cudaEventSynchronize(region stop event)", __FILE__, __LINE__);
+        return -1;
+    }
+    (void)cudaGetLastError(); /* a non-sticky failure is reported by try_resolve */
+    return 0;
+}
+
+/* Resolves every pending record of `device`, waiting for the GPU where needed. With `oldest_only`,
+ * stops once the oldest record is resolved (used when the pool is at its soft limit). */
+static int
+resolve_device(int device, int oldest_only)
+{
+    pending_t *q = &pending[device];
+    while (q->head < q->tail) {
+        int64_t i = q->idx[q->head];
+        int r = try_resolve(i);
+        if (r < 0)
+            return -1;
+        if (r == 1) {
+            q->head++;
+            if (oldest_only)
+                return reclaim(device);
+            continue;
+        }
+        uint64_t generation = gp_store.generation;
+        if (wait_record(i) < 0)
+            return -1;
+        if (generation != gp_store.generation)
+            return 0; /* reset() ran while we waited: nothing left to resolve */
+        r = try_resolve(i);
+        if (r < 0)
+            return -1;
+        if (r == 0) {
+            PyErr_Format(gp_GpuProfileError,
+                         "region '%U': stop event completed but its elapsed "
+                         "time is not ready",
+                         gp_store.recs[i].name);
+            return -1;
+        }
+    }
+    q->head = q->tail = 0;
+    return 0;
+}
+
+static int
+resolve_all(void)
+{
+    for (int d = 0; d < GP_MAX_DEVICES; d++)
+        if (pending[d].head < pending[d].tail && resolve_device(d, 0) < 0)
+            return -1;
+    return 0;
+}
+
+int
+gp_store_acquire_events(int device, cudaEvent_t ev[2])
+{
+    for (;;) {
+        if (gp_event_pool_take(device, 2, ev) == 0)
+            return 0;
+        if (reclaim(device) < 0)
+            return -1;
+        if (gp_event_pool_take(device, 2, ev) == 0)
+            return 0;
+        pending_t *q = &pending[device];
+        if (gp_event_pool_created(device) < GP_EVENT_SOFT_LIMIT || q->head == q->tail) {
+            if (gp_event_pool_grow(device, GP_EVENT_GROW) < 0)
+                return -1;
+        } else if (resolve_device(device, 1) < 0) {
+            return -1;
+        }
+    }
+}
+
+int
+gp_region_record_stream(int64_t index, int *device, cudaStream_t *stream)
+{
+    if (index < 0 || (size_t)index >= gp_store.n || gp_store.recs[index].device < 0)
+        return -1;
+    *device = gp_store.recs[index].device;
+    *stream = gp_store.recs[index].stream;
+    return 0;
+}
+
+/* Records of threads that ended inside regions (gp_store_orphan), closed under the GIL. */
+typedef struct orphan {
+    struct orphan *next;
+    int64_t rec;
+    PyObject *region;
+} orphan_t;
+
+static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+static orphan_t *orphans;
+
+void
+gp_store_orphan(int64_t rec, PyObject *region)
+{
+    orphan_t *o = malloc(sizeof *o);
+    if (o == NULL)
+        return; /* the record stays open: reset() will say so */
+    o->rec = rec;
+    o->region = region;
+    pthread_mutex_lock(&orphan_lock);
+    o->next = orphans;
+    orphans = o;
+    pthread_mutex_unlock(&orphan_lock);
+}
+
+static void
+close_orphans(void)
+{
+    pthread_mutex_lock(&orphan_lock);
+    orphan_t *o = orphans;
+    orphans = NULL;
+    pthread_mutex_unlock(&orphan_lock);
+    while (o != NULL) {
+        orphan_t *next = o->next;
+        if (o->rec >= 0 && (size_t)o->rec < gp_store.n && gp_store.recs[o->rec].state == REC_OPEN) {
+            gp_record *r = &gp_store.recs[o->rec];
+            r->state = REC_DONE;
+            r->flags |= REC_FAILED;
+            if (r->device >= 0)
+                gp_event_pool_give(r->device, 2, r->ev);
+            gp_store.open--;
+        }
+        Py_XDECREF(o->region);
+        free(o);
+        o = next;
+    }
+}
+
+int
+gp_region_record_memory(int64_t index)
+{
+    return index >= 0 && (size_t)index < gp_store.n && (gp_store.recs[index].flags & REC_MEMORY);
+}
+
+PyObject *
+gp_region_record_name(int64_t index)
+{
+    if (index < 0 || (size_t)index >= gp_store.n)
+        return NULL;
+    return gp_store.recs[index].name;
+}
+
+/* _records() -> (names, packed): every record, resolved, as gp_record_out structs. */
+static PyObject *
+records_raw(PyObject *module, PyObject *unused)
+{
+    close_orphans();
+    if (resolve_all() < 0)
+        return NULL;
+    PyObject *names = PyList_New(0), *index = PyDict_New(), *packed = NULL;
+    if (names == NULL || index == NULL)
+        goto error;
+    packed = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(gp_store.n * sizeof(gp_record_out)));
+    if (packed == NULL)
+        goto error;
+    gp_record_out *out = (gp_record_out *)PyBytes_AS_STRING(packed);
+    PyObject *last_name = NULL, *last_pos = NULL; /* borrowed: consecutive records share names */
+    for (size_t k = 0; k < gp_store.n; k++) {
+        const gp_record *r = &gp_store.recs[k];
+        PyObject *pos = r->name == last_name ? last_pos : PyDict_GetItemWithError(index, r->name);
+        if (pos == NULL) {
+            if (PyErr_Occurred())
+                goto error;
+            pos = PyLong_FromSsize_t(PyList_GET_SIZE(names));
+            if (pos == NULL || PyDict_SetItem(index, r->name, pos) < 0 ||
+                PyList_Append(names, r->name) < 0) {
+                Py_XDECREF(pos);
+                goto error;
+            }
+            Py_DECREF(pos);
+            pos = PyDict_GetItem(index, r->name);
+        }
+        last_name = r->name;
+        last_pos = pos;
+        memset(&out[k], 0, sizeof out[k]);
+        out[k].host_start_ns = r->host_start_ns;
+        out[k].host_end_ns = r->host_end_ns;
+        out[k].gpu_ms = r->gpu_ms;
+        out[k].parent = r->parent;
+        out[k].thread = r->thread;
+        out[k].depth = r->depth;
+        out[k].device = r->device;
+        out[k].name_index = (int32_t)PyLong_AsLong(pos);
+        out[k].raised = (r->flags & REC_RAISED) != 0;
+        out[k].failed = (r->flags & REC_FAILED) != 0;
+        out[k].open = r->state == REC_OPEN;
+        out[k].memory = (r->flags & REC_MEMORY) != 0;
+    }
+    Py_DECREF(index);
+    return Py_BuildValue("(NN)", names, packed);
+error:
+    Py_XDECREF(names);
+    Py_XDECREF(index);
+    Py_XDECREF(packed);
+    return NULL;
+}
+
+static PyObject *
+regions_reset(PyObject *module, PyObject *unused)
+{
+    close_orphans();
+    if (gp_store.open > 0)
+        return PyErr_Format(gp_GpuProfileError,
+                            "reset() while %zu region(s) are open; call it outside all regions",
+                            gp_store.open);
+    for (size_t k = 0; k < gp_store.n; k++) {
+        gp_record *r = &gp_store.recs[k];
+        /* Events still in flight can go back: re-recording an event replaces its old record. */
+        if (r->state == REC_PENDING)
+            gp_event_pool_give(r->device, 2, r->ev);
+        Py_DECREF(r->name);
+    }
+    gp_store.n = 0;
+    gp_store.generation++;
+    for (int d = 0; d < GP_MAX_DEVICES; d++)
+        pending[d].head = pending[d].tail = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+regions_enable(PyObject *module, PyObject *unused)
+{
+    gp_regions_enabled = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+regions_disable(PyObject *module, PyObject *unused)
+{
+    gp_regions_enabled = 0;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+regions_is_enabled(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(gp_regions_enabled);
+}
+
+/* Pool and store counters, for tests and `info`: {device: (created, free, pending)}. */
+static PyObject *
+pool_stats(PyObject *module, PyObject *unused)
+{
+    PyObject *d = PyDict_New();
+    if (d == NULL)
+        return NULL;
+    for (int dev = 0; dev < GP_MAX_DEVICES; dev++) {
+        if (gp_event_pool_created(dev) == 0)
+            continue;
+        PyObject *key = PyLong_FromLong(dev);
+        PyObject *v = Py_BuildValue("(nnn)", (Py_ssize_t)gp_event_pool_created(dev),
+                                    (Py_ssize_t)gp_event_pool_free(dev),
+                                    (Py_ssize_t)(pending[dev].tail - pending[dev].head));
+        if (key == NULL || v == NULL || PyDict_SetItem(d, key, v) < 0) {
+            Py_XDECREF(key);
+            Py_XDECREF(v);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(key);
+        Py_DECREF(v);
+    }
+    return d;
+}
+
+static PyMethodDef module_methods[] = {
+    {"_records", records_raw, METH_NOARGS, "Resolve and return (names, packed records)."},
+    {"reset", regions_reset, METH_NOARGS, "reset()\n--\n\nForget every region record."},
+    {"enable", regions_enable, METH_NOARGS, "enable()\n--\n\nTime regions (the default)."},
+    {"disable", regions_disable, METH_NOARGS,
+     "disable()\n--\n\nMake regions no-ops that cost almost nothing, until enable()."},
+    {"is_enabled", regions_is_enabled, METH_NOARGS, "is_enabled()\n--\n\nWhether regions time."},
+    {"_pool_stats", pool_stats, METH_NOARGS, "{device: (events created, free, pending records)}"},
+    {NULL, NULL, 0, NULL},
+};
+int
+gp_region_store_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, module_methods);
+}

@@ -1,0 +1,198 @@
+/* The region observer behind kernel attribution and memory=True regions. Observers run with the
+ * GIL held, on the thread that enters or exits the region. */
+#include "attribution.h"
+#include "activity.h"
+#include "core/cupti_loader.h"
+#include "core/device.h"
+#include "core/errors.h"
+#include "core/util.h"
+#include "counters/context.h"
+#include "regions/regions.h"
+
+/* Deeper region nests than this are attributed to their 256th level. */
+#define GP_MAX_PUSHED 256
+
+typedef struct {
+    int64_t ids[GP_MAX_PUSHED];
+    int n;
+} id_stack;
+
+/* Region records whose external id this thread pushed, and memory=True regions holding memory
+ * tracking, innermost last. Regions nest strictly per thread, so an exit finds its own record on
+ * top or not at all (not pushed: entered while tracing was off, or too deep). */
+static _Thread_local id_stack pushed;
+static _Thread_local id_stack tracked;
+
+static int tracing;
+static unsigned long long memory_entries, pop_errors, stream_errors;
+static int last_stream_error; /* CUPTI's (or -1: no context) for the last stream not named */
+
+static int
+push_id(int64_t rec)
+{
+    if (pushed.n == GP_MAX_PUSHED)
+        return 0;
+    GP_CUPTI_CHECK(gp_cupti.cuptiActivityPushExternalCorrelationId(GP_EXTERNAL_KIND,
+                                                                   (uint64_t)rec + 1));
+    pushed.ids[pushed.n++] = rec;
+    return 0;
+error:
+    return -1;
+}
+
+static void
+pop_id(void)
+{
+    uint64_t last = 0;
+    if (gp_cupti.cuptiActivityPopExternalCorrelationId(GP_EXTERNAL_KIND, &last) != CUPTI_SUCCESS)
+        pop_errors++;
+    pushed.n--;
+}
+
+/* Notes which CUPTI stream region `rec` records its events on, for the stream rule
+ * (gpuprofile/_attribution.py): work on that stream enqueued between the region's two
+ * cudaEventRecord calls ran inside the region, whichever thread enqueued it. A stream CUPTI
+ * cannot name is noted as UINT32_MAX (no stream rule for that region) and counted. `before`:
+ * the region was open before tracing started. */
+static void
+note_stream(int64_t rec, int before)
+{
+    int device;
+    cudaStream_t stream;
+    if (gp_region_record_stream(rec, &device, &stream) < 0)
+        return;
+    /* The two default-stream handles: CUPTI takes NULL plus a per-thread flag. */
+    uint8_t per_thread = stream == cudaStreamPerThread;
+    CUstream s = (per_thread || stream == cudaStreamLegacy) ? NULL : (CUstream)stream;
+    CUcontext ctx = NULL;
+    uint32_t id = UINT32_MAX;
+    CUptiResult res = CUPTI_ERROR_UNKNOWN;
+    if (gp_stream_context(stream, &ctx) < 0)
+        PyErr_Clear(); /* counted below: that region gets no stream rule */
+    else
+        res = gp_cupti.cuptiGetStreamIdEx(ctx, s, per_thread, &id);
+    if (res != CUPTI_SUCCESS) {
+        id = UINT32_MAX;
+        stream_errors++;
+        last_stream_error = ctx == NULL ? -1 : (int)res;
+    }
+    gp_activity_note_region_stream(rec, (uint32_t)device, id, before);
+}
+
+/* After an exit, the parent becomes innermost: make sure it is the one on top. */
+static void
+push_innermost(void)
+{
+    int64_t inner = gp_region_innermost();
+    if (inner < 0 || (pushed.n > 0 && pushed.ids[pushed.n - 1] == inner))
+        return;
+    if (push_id(inner) < 0) {
+        PyErr_Clear(); /* an exit cannot raise; the miss shows as unattributed kernels */
+        pop_errors++;
+    }
+}
+
+int
+gp_attribution_set_tracing(int on)
+{
+    if (on) {
+        tracing = 1;
+        int64_t inner = gp_region_innermost();
+        if (inner >= 0 && (pushed.n == 0 || pushed.ids[pushed.n - 1] != inner) &&
+            push_id(inner) < 0) {
+            tracing = 0;
+            return -1;
+        }
+        if (inner >= 0)
+            note_stream(inner, 1);
+        return 0;
+    }
+    tracing = 0;
+    while (pushed.n > 0)
+        pop_id();
+    return 0;
+}
+
+/* memory=True: hold MEMORY2 while the region is open. When tracking cannot start (no CUPTI,
+ * another profiler holds it) the region still runs, with a warning, and has no memory peak. */
+static int
+memory_enter(int64_t rec)
+{
+    if (gp_device_count() == 0 || tracked.n == GP_MAX_PUSHED)
+        return 0;
+    if (gp_activity_acquire(GP_ACT_MEMORY) < 0) {
+        PyObject *exc = gp_take_exception();
+        int rc = PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                                  "gpuprofile: region(memory=True) cannot track device memory: %S",
+                                  exc ? exc : Py_None);
+        Py_XDECREF(exc);
+        return rc;
+    }
+    tracked.ids[tracked.n++] = rec;
+    memory_entries++;
+    return 0;
+}
+
+static void
+memory_exit(int64_t rec)
+{
+    if (tracked.n == 0 || tracked.ids[tracked.n - 1] != rec)
+        return;
+    tracked.n--;
+    if (gp_activity_release(GP_ACT_MEMORY) < 0)
+        PyErr_Clear(); /* an exit cannot raise; CUPTI keeps MEMORY2 on, which costs nothing */
+}
+
+static int
+observe_enter(int64_t rec, void *unused)
+{
+    int memory = gp_region_record_memory(rec);
+    if (memory && memory_enter(rec) < 0)
+        return -1;
+    if (tracing) {
+        if (push_id(rec) < 0) {
+            if (memory)
+                memory_exit(rec);
+            return -1;
+        }
+        note_stream(rec, 0);
+    }
+    return 0;
+}
+
+static void
+observe_exit(int64_t rec, void *unused)
+{
+    if (pushed.n > 0 && pushed.ids[pushed.n - 1] == rec)
+        pop_id();
+    if (tracing)
+        push_innermost();
+    memory_exit(rec);
+}
+
+static const gp_region_observer observer = {observe_enter, observe_exit, NULL};
+
+static PyObject *
+attribution_state(PyObject *module, PyObject *unused)
+{
+    return Py_BuildValue("{s:O,s:i,s:i,s:K,s:K,s:K,s:i}", "tracing",
+                         tracing ? Py_True : Py_False, "pushed_on_this_thread", pushed.n,
+                         "memory_regions_open_on_this_thread", tracked.n, "memory_region_entries",
+                         memory_entries, "pop_errors", pop_errors, "stream_errors", stream_errors,
+                         "last_stream_error", last_stream_error);
+}
+
+static PyMethodDef attribution_methods[] = {
+    {"_attribution_state", attribution_state, METH_NOARGS,
+     "Whether region ids are pushed, and counters of the attribution observer."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+gp_attribution_init(PyObject *module)
+{
+    if (gp_regions_add_observer(&observer) < 0)
+        return -1;
+    gp_activity_set_regions_hook(gp_attribution_set_tracing);
+    return PyModule_AddFunctions(module, attribution_methods);
+}

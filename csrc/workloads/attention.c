@@ -1,0 +1,574 @@
+/* gpuprofile.kernels.attention from C: every argument is checked before the first CUDA call (so
+ * argument errors show on machines without a GPU), then the arrays are either used in place
+ * (device arrays, any framework) or staged through device memory (host arrays).
+ *
+ * Scratch memory (the naive family's score matrix, host staging) comes from a memory pool per
+ * device that this file owns; stream-ordered allocation keeps host time out of the timed stream
+ * and the pool keeps its memory between calls (release_workspace() hands it back). */
+#include "attention_py.h"
+#include "array_args.h"
+#include "attention/attention.h"
+#include "core/device.h"
+#include "device_array.h"
+#include "core/errors.h"
+#include "core/events.h"
+#include "core/streams.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+enum { IMPL_NAIVE, IMPL_FLASH, IMPL_FLASH_TC, IMPL_AUTO };
+static const char *const impl_names[] = {"naive", "flash", "flash_tc", "auto"};
+static const char *const arg_names[] = {"q", "k", "v", "out"};
+
+_Static_assert((int)GP_DTYPE_F32 == (int)GP_ATTN_F32 && (int)GP_DTYPE_F16 == (int)GP_ATTN_F16 &&
+                   (int)GP_DTYPE_BF16 == (int)GP_ATTN_BF16,
+               "arrays.h and kernels/attention.h number dtypes alike");
+
+typedef struct {
+    gp_array a[4]; /* q, k, v, out */
+    int count;     /* arrays parsed: 3, or 4 with out */
+    PyObject *out; /* the result object (new reference) */
+    cudaStream_t stream;
+    gp_attn_params p;
+    int impl;
+} attn_call;
+
+static cudaMemPool_t pools[GP_MAX_DEVICES];
+
+/* Sets `type` with a formatted message; returns -1 for the caller to return. */
+static int
+fail(PyObject *type, const char *fmt, ...)
+{
+    va_list va;
+    va_start(va, fmt);
+    PyErr_FormatV(type, fmt, va);
+    va_end(va);
+    return -1;
+}
+
+static void
+format_shape(const gp_array *a, char *buf, size_t size)
+{
+    int used = snprintf(buf, size, "(");
+    for (int i = 0; i < a->ndim && used < (int)size; i++)
+        used += snprintf(buf + used, size - used, i ? ", %lld" : "%lld", (long long)a->shape[i]);
+    if (used < (int)size)
+        snprintf(buf + used, size - used, a->ndim == 1 ? ",)" : ")");
+}
+
+static int
+same_shape(const gp_array *x, const gp_array *y)
+{
+    return x->ndim == y->ndim && memcmp(x->shape, y->shape, sizeof(int64_t) * x->ndim) == 0;
+}
+
+/* ---- checks that need no GPU ---------------------------------------------------------------- */
+
+static int
+check_each(const attn_call *c)
+{
+    char shape[96];
+    for (int i = 0; i < c->count; i++) {
+        const gp_array *a = &c->a[i];
+        format_shape(a, shape, sizeof shape);
+        if (a->ndim != 4)
+            return fail(PyExc_ValueError,
+                        "attention: %s must have 4 dimensions [batch, "
+                        "heads, seq, head_dim], got shape %s",
+                        arg_names[i], shape);
+        if (a->dtype == GP_DTYPE_OTHER)
+            return fail(PyExc_ValueError,
+                        "attention: %s has dtype %s; supported: "
+                        "float32, float16, bfloat16",
+                        arg_names[i], a->dtype_desc);
+        for (int d = 0; d < 4; d++) {
+            if (a->shape[d] <= 0)
+                return fail(PyExc_ValueError,
+                            "attention: %s is empty (shape %s); "
+                            "every dimension must be at least 1",
+                            arg_names[i], shape);
+            if (a->shape[d] > INT32_MAX)
+                return fail(PyExc_ValueError,
+                            "attention: %s has a dimension over "
+                            "2**31 - 1 (shape %s)",
+                            arg_names[i], shape);
+        }
+        if (a->shape[3] > 1 && a->strides[3] != 1)
+            return fail(PyExc_ValueError,
+                        "attention: %s must be contiguous in head_dim "
+                        "(last stride 1 element), got stride %lld",
+                        arg_names[i], (long long)a->strides[3]);
+    }
+    return 0;
+}
+
+static int
+check_together(const attn_call *c)
+{
+    const gp_array *q = &c->a[0];
+    char qs[96], xs[96];
+    format_shape(q, qs, sizeof qs);
+    for (int i = 1; i < c->count; i++) {
+        const gp_array *x = &c->a[i];
+        format_shape(x, xs, sizeof xs);
+        if (x->on_device != q->on_device)
+            return fail(PyExc_ValueError,
+                        "attention: cannot mix host and device arrays: "
+                        "q is a %s array (%s), %s is a %s array (%s)",
+                        q->on_device ? "device" : "host", q->via, arg_names[i],
+                        x->on_device ? "device" : "host", x->via);
+        if (!same_shape(q, x))
+            return fail(PyExc_ValueError,
+                        "attention: %s has shape %s but q has shape %s "
+                        "(q, k, v and out share one shape)",
+                        arg_names[i], xs, qs);
+        if (x->dtype != q->dtype)
+            return fail(PyExc_ValueError,
+                        "attention: %s is %s but q is %s (q, k, v and "
+                        "out share one dtype)",
+                        arg_names[i], x->dtype_desc, q->dtype_desc);
+    }
+    if (q->shape[0] > GP_ATTN_MAX_BATCH || q->shape[1] > GP_ATTN_MAX_HEADS)
+        return fail(PyExc_ValueError,
+                    "attention: batch and heads must each be at most "
+                    "%d, got shape %s",
+                    GP_ATTN_MAX_BATCH, qs);
+    if (!q->on_device && c->count < 4)
+        return fail(PyExc_ValueError, "attention: host inputs need a host `out`");
+    return 0;
+}
+
+static int
+parse_scale(PyObject *obj, int head_dim, float *out)
+{
+    if (obj == Py_None) {
+        *out = (float)(1.0 / sqrt((double)head_dim));
+        return 0;
+    }
+    double s = PyFloat_AsDouble(obj);
+    if (s == -1.0 && PyErr_Occurred())
+        return -1;
+    if (!isfinite(s) || s <= 0.0 || (float)s == 0.0f || !isfinite((float)s)) {
+        PyErr_Format(PyExc_ValueError, "attention: scale must be a positive finite number, got %R",
+                     obj);
+        return -1;
+    }
+    *out = (float)s;
+    return 0;
+}
+
+/* Pointers and strides for the kernels. Memory that gpuprofile will allocate (host staging, a new
+ * output) is only known later; a 256-byte-aligned placeholder stands for it meanwhile. */
+static void
+fill_params(attn_call *c, int causal, float scale)
+{
+    gp_attn_params *p = &c->p;
+    const gp_array *q = &c->a[0];
+    memset(p, 0, sizeof *p);
+    p->batch = (int)q->shape[0];
+    p->heads = (int)q->shape[1];
+    p->seq = (int)q->shape[2];
+    p->head_dim = (int)q->shape[3];
+    p->scale = scale;
+    p->causal = causal;
+    p->dtype = (gp_attn_dtype)q->dtype;
+    const void **ptrs[4] = {&p->q, &p->k, &p->v, (const void **)&p->o};
+    int64_t *strides[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
+    const int64_t dense[3] = {(int64_t)p->heads * p->seq * p->head_dim,
+                              (int64_t)p->seq * p->head_dim, p->head_dim};
+    for (int i = 0; i < 4; i++) {
+        const int ours = !q->on_device || i >= c->count;
+        *ptrs[i] = ours ? (const void *)(uintptr_t)256 : c->a[i].data;
+        memcpy(strides[i], ours ? dense : c->a[i].strides, sizeof dense);
+    }
+}
+
+static int
+supported(int impl, const gp_attn_params *p)
+{
+    switch (impl) {
+    case IMPL_NAIVE:
+        return gp_attn_naive_supports(p);
+    case IMPL_FLASH:
+        return gp_attn_flash_supports(p);
+    default:
+        return gp_attn_flash_tc_supports(p);
+    }
+}
+
+static int
+explain_unsupported(int impl, const gp_attn_params *p)
+{
+    const char *name = impl_names[impl];
+    if (impl == IMPL_FLASH_TC && p->dtype == GP_ATTN_F32)
+        PyErr_SetString(PyExc_ValueError,
+                        "attention: impl='flash_tc' supports float16 and "
+                        "bfloat16, got float32 (impl='flash' and 'naive' take float32)");
+    else if (impl != IMPL_NAIVE && p->head_dim != 64 && p->head_dim != 128)
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='%s' supports head_dim 64 and 128, got "
+                     "%d (impl='naive' takes any head_dim up to %d)",
+                     name, p->head_dim, GP_ATTN_NAIVE_MAX_HEAD_DIM);
+    else if (impl == IMPL_NAIVE && p->head_dim > GP_ATTN_NAIVE_MAX_HEAD_DIM)
+        PyErr_Format(PyExc_ValueError,
+                     "attention: head_dim %d is not supported: impl='naive' "
+                     "takes up to %d, 'flash' and 'flash_tc' take 64 and 128",
+                     p->head_dim, GP_ATTN_NAIVE_MAX_HEAD_DIM);
+    else if (impl == IMPL_FLASH_TC && !gp_attn_rows_aligned16(p))
+        PyErr_SetString(PyExc_ValueError,
+                        "attention: impl='flash_tc' needs 16-byte aligned rows: "
+                        "data pointers and the batch, head and seq strides must be multiples of "
+                        "8 elements (impl='flash' has no such need)");
+    else
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='%s' cannot take shape (%d, %d, %d, %d): "
+                     "seq is too long for its grid",
+                     name, p->batch, p->heads, p->seq, p->head_dim);
+    return -1;
+}
+
+/* The fastest implementation that takes these arguments, or the requested one if it can. */
+static int
+choose_impl(int requested, const gp_attn_params *p, int *chosen)
+{
+    if (requested != IMPL_AUTO) {
+        *chosen = requested;
+        return supported(requested, p) ? 0 : explain_unsupported(requested, p);
+    }
+    static const int order[] = {IMPL_FLASH_TC, IMPL_FLASH, IMPL_NAIVE};
+    for (int i = 0; i < 3; i++)
+        if (supported(order[i], p)) {
+            *chosen = order[i];
+            return 0;
+        }
+    return explain_unsupported(IMPL_NAIVE, p);
+}
+
+/* ---- GPU work ------------------------------------------------------------------------------- */
+
+static int
+get_pool(int device, cudaMemPool_t *out)
+{
+    if (device < 0 || device >= GP_MAX_DEVICES)
+        return fail(gp_GpuProfileError, "device %d: at most %d devices are supported", device,
+                    GP_MAX_DEVICES);
+    if (pools[device] == NULL) {
+        struct cudaMemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = device;
+        cudaMemPool_t pool;
+        GP_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
+        uint64_t keep_all = UINT64_MAX;
+        cudaError_t err = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
+        if (err != cudaSuccess) {
+            (void)cudaMemPoolDestroy(pool);
+            GP_CUDA_CHECK(err);
+        }
+        pools[device] = pool;
+    }
+    *out = pools[device];
+    return 0;
+error:
+    return -1;
+}
+
+static cudaError_t
+launch(int impl, const gp_attn_params *p, void *workspace, cudaStream_t stream)
+{
+    switch (impl) {
+    case IMPL_NAIVE:
+        return gp_attn_naive(p, workspace, stream);
+    case IMPL_FLASH:
+        return gp_attn_flash(p, stream);
+    default:
+        return gp_attn_flash_tc(p, stream);
+    }
+}
+
+static size_t
+round256(size_t n)
+{
+    return (n + 255) & ~(size_t)255;
+}
+
+static int
+raise_alloc_error(cudaError_t err, size_t bytes, const char *what)
+{
+    char call[160];
+    snprintf(call, sizeof call, "cudaMallocFromPoolAsync(%.3f GiB for %s)",
+             (double)bytes / (1 << 30), what);
+    gp_set_cuda_error(err, call, __FILE__, __LINE__);
+    return -1;
+}
+
+/* Host arrays: one pool allocation holds Q, K, V, O (and the naive workspace); copies in,
+ * launch, copy out and free are ordered on the stream, which is then synchronized. */
+static int
+run_host(attn_call *c)
+{
+    gp_attn_params *p = &c->p;
+    const size_t bytes = (size_t)c->a[0].view.len;
+    const size_t slot = round256(bytes);
+    const size_t ws = c->impl == IMPL_NAIVE ? gp_attn_naive_workspace_bytes(p) : 0;
+    int device = gp_current_device();
+    cudaMemPool_t pool;
+    if (device < 0 || get_pool(device, &pool) < 0)
+        return -1;
+    char *base = NULL;
+    cudaError_t err = cudaSuccess;
+    const char *what = NULL;
+#define STEP(call)                                                                                 \
+    if (err == cudaSuccess && (err = (call)) != cudaSuccess)                                       \
+        what = #call;
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaMallocFromPoolAsync((void **)&base, 4 * slot + ws, pool, c->stream);
+    if (err == cudaSuccess) {
+        p->q = base;
+        p->k = base + slot;
+        p->v = base + 2 * slot;
+        p->o = base + 3 * slot;
+        for (int i = 0; i < 3; i++)
+            STEP(cudaMemcpyAsync(base + i * slot, c->a[i].data, bytes, cudaMemcpyHostToDevice,
+                                 c->stream));
+        STEP(launch(c->impl, p, ws ? base + 4 * slot : NULL, c->stream));
+        STEP(cudaMemcpyAsync(c->a[3].data, base + 3 * slot, bytes, cudaMemcpyDeviceToHost,
+                             c->stream));
+        (void)cudaFreeAsync(base, c->stream);
+        STEP(cudaStreamSynchronize(c->stream));
+    }
+    Py_END_ALLOW_THREADS
+#undef STEP
+    if (base == NULL && err != cudaSuccess)
+        return raise_alloc_error(err, 4 * slot + ws, "staging host arrays");
+    if (err != cudaSuccess) {
+        gp_set_cuda_error(err, what, __FILE__, __LINE__);
+        return -1;
+    }
+    c->out = Py_NewRef(c->a[3].owner);
+    return 0;
+}
+
+static int
+check_devices(attn_call *c, int *device)
+{
+    for (int i = 0; i < c->count; i++)
+        if (gp_array_locate(&c->a[i], arg_names[i]) < 0)
+            return -1;
+    *device = c->a[0].device;
+    for (int i = 1; i < c->count; i++)
+        if (c->a[i].device != *device)
+            return fail(PyExc_ValueError,
+                        "attention: q is on device %d but %s is on "
+                        "device %d",
+                        *device, arg_names[i], c->a[i].device);
+    int stream_device;
+    if (c->stream != (cudaStream_t)0 && c->stream != cudaStreamLegacy &&
+        c->stream != cudaStreamPerThread &&
+        cudaStreamGetDevice(c->stream, &stream_device) == cudaSuccess && stream_device != *device)
+        return fail(PyExc_ValueError,
+                    "attention: the stream belongs to device %d but the "
+                    "arrays are on device %d",
+                    stream_device, *device);
+    (void)cudaGetLastError();
+    return 0;
+}
+
+static int
+check_out_overlap(const attn_call *c)
+{
+    uintptr_t olo, ohi;
+    gp_array_extent(&c->a[3], &olo, &ohi);
+    for (int i = 0; i < 3; i++) {
+        uintptr_t lo, hi;
+        gp_array_extent(&c->a[i], &lo, &hi);
+        if (lo < ohi && olo < hi)
+            return fail(PyExc_ValueError, "attention: out overlaps %s", arg_names[i]);
+    }
+    return 0;
+}
+
+/* Device arrays, on their own device: wait for their producers, run on the stream, and mark
+ * a gpuprofile-owned output ready. */
+static int
+run_device(attn_call *c)
+{
+    gp_attn_params *p = &c->p;
+    int device;
+    gp_device_guard guard = {0, 0};
+    void *ws = NULL;
+    if (check_devices(c, &device) < 0 || gp_device_guard_enter(&guard, device) < 0)
+        return -1;
+    if (c->count == 3) {
+        const int64_t *shape = c->a[0].shape;
+        c->out = gp_device_array_new(4, shape, c->a[0].dtype, device);
+        if (c->out == NULL)
+            goto error;
+        gp_device_array_describe(c->out, &c->a[3]);
+        p->o = c->a[3].data;
+    } else {
+        c->out = Py_NewRef(c->a[3].owner);
+    }
+    if (check_out_overlap(c) < 0)
+        goto error;
+    for (int i = 0; i < c->count; i++)
+        if (gp_array_wait_producer(&c->a[i], c->stream) < 0)
+            goto error;
+    if (c->impl == IMPL_NAIVE) {
+        const size_t bytes = gp_attn_naive_workspace_bytes(p);
+        cudaMemPool_t pool;
+        if (get_pool(device, &pool) < 0)
+            goto error;
+        cudaError_t err = cudaMallocFromPoolAsync(&ws, bytes, pool, c->stream);
+        if (err != cudaSuccess) {
+            raise_alloc_error(err, bytes,
+                              "the naive score workspace (batch*heads*seq*seq*4 bytes)");
+            goto error;
+        }
+    }
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = launch(c->impl, p, ws, c->stream);
+    Py_END_ALLOW_THREADS
+    if (ws != NULL)
+        (void)cudaFreeAsync(ws, c->stream);
+    ws = NULL;
+    GP_CUDA_CHECK(err);
+    if (gp_device_array_check(c->out) && gp_device_array_set_ready(c->out, c->stream) < 0)
+        goto error;
+    gp_device_guard_exit(&guard);
+    return 0;
+error:
+    if (ws != NULL)
+        (void)cudaFreeAsync(ws, c->stream);
+    gp_device_guard_exit(&guard);
+    Py_CLEAR(c->out);
+    return -1;
+}
+
+/* ---- the Python functions ------------------------------------------------------------------- */
+
+static int
+parse_impl(const char *name, int *out)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, impl_names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    PyErr_Format(PyExc_ValueError,
+                 "attention: impl must be 'naive', 'flash', 'flash_tc' or "
+                 "'auto', got '%s'",
+                 name);
+    return -1;
+}
+
+static int
+parse_arrays(attn_call *c, PyObject *const objs[4])
+{
+    for (int i = 0; i < 4; i++) {
+        if (objs[i] == Py_None)
+            break;
+        if (gp_array_parse(objs[i], arg_names[i], i == 3, c->stream, &c->a[i]) < 0)
+            return -1;
+        c->count = i + 1;
+    }
+    return 0;
+}
+
+static PyObject *
+attention(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"q",      "k",     "v",      "out",     "impl",
+                             "causal", "scale", "stream", "variant", NULL};
+    PyObject *objs[4] = {NULL, NULL, NULL, Py_None}, *scale_obj = Py_None, *stream_obj = Py_None;
+    const char *impl_name = "flash";
+    int causal = 0, variant = 0, requested;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOOi:attention", kwlist, &objs[0],
+                                     &objs[1], &objs[2], &objs[3], &impl_name, &causal, &scale_obj,
+                                     &stream_obj, &variant))
+        return NULL;
+    if (variant < 0 || variant > GP_ATTN_MAX_VARIANT)
+        return PyErr_Format(PyExc_ValueError, "attention: variant must be in [0, %d], got %d",
+                            GP_ATTN_MAX_VARIANT, variant);
+    attn_call c;
+    memset(&c, 0, sizeof c);
+    float scale;
+    if (parse_impl(impl_name, &requested) < 0 || gp_stream_from_object(stream_obj, &c.stream) < 0 ||
+        parse_arrays(&c, objs) < 0 || check_each(&c) < 0 || check_together(&c) < 0 ||
+        parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
+        goto done;
+    fill_params(&c, causal, scale);
+    c.p.variant = variant;
+    if (choose_impl(requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
+        goto done;
+    if (c.a[0].on_device)
+        (void)run_device(&c);
+    else
+        (void)run_host(&c);
+done:
+    for (int i = 0; i < 4; i++)
+        gp_array_release(&c.a[i]);
+    return c.out;
+}
+
+/* The implementation impl='auto' picks for a dtype, head_dim and row alignment. */
+static PyObject *
+attention_auto_impl(PyObject *module, PyObject *args)
+{
+    const char *dtype_name;
+    int head_dim, aligned;
+    if (!PyArg_ParseTuple(args, "sip:_attention_auto_impl", &dtype_name, &head_dim, &aligned))
+        return NULL;
+    const int dtype = gp_dtype_from_name(dtype_name);
+    if (dtype < 0)
+        return PyErr_Format(PyExc_ValueError, "unknown dtype '%s'", dtype_name);
+    gp_attn_params p;
+    memset(&p, 0, sizeof p);
+    p.batch = p.heads = 1;
+    p.seq = 1;
+    p.head_dim = head_dim;
+    p.scale = 1.0f;
+    p.dtype = (gp_attn_dtype)dtype;
+    p.q = p.k = p.v = p.o = (void *)(uintptr_t)(aligned ? 256 : 258);
+    int chosen;
+    if (choose_impl(IMPL_AUTO, &p, &chosen) < 0)
+        return NULL;
+    return PyUnicode_FromString(impl_names[chosen]);
+}
+
+static PyObject *
+attention_release_workspace(PyObject *module, PyObject *unused)
+{
+    for (int d = 0; d < GP_MAX_DEVICES; d++)
+        if (pools[d] != NULL)
+            GP_CUDA_CHECK(cudaMemPoolTrimTo(pools[d], 0));
+    Py_RETURN_NONE;
+error:
+    return NULL;
+}
+
+static PyMethodDef attention_methods[] = {
+    {"_attention", (PyCFunction)(void (*)(void))attention, METH_VARARGS | METH_KEYWORDS,
+     "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None, "
+     "variant=0)\n--\n\n"
+     "See gpuprofile.kernels.attention. `variant` selects alternative kernel "
+     "configurations for tuning (kernels/NOTES.md): flash_tc 1..ATTENTION_MAX_VARIANT, "
+     "flash 1 (others as 0); 0 is the default."},
+    {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
+     "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks."},
+    {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,
+     "Returns the unused memory of the attention scratch pools to the driver."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+gp_attention_init(PyObject *module)
+{
+    if (PyModule_AddIntConstant(module, "ATTENTION_MAX_VARIANT", GP_ATTN_MAX_VARIANT) < 0)
+        return -1;
+    return PyModule_AddFunctions(module, attention_methods);
+}

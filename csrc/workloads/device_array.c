@@ -1,0 +1,592 @@
+/* The DeviceArray type: owned device memory, exported through CAI v3 and DLPack. */
+#include "device_array.h"
+#include "core/device.h"
+#include "dlpack.h"
+#include "core/errors.h"
+#include "core/streams.h"
+#include "core/util.h"
+
+#include <cuda_runtime_api.h>
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    void *data;
+    int ndim;
+    int64_t shape[GP_ARRAY_MAX_DIM];
+    gp_dtype dtype;
+    int device;
+    size_t nbytes;
+    cudaEvent_t ready;    /* recorded after the last write; NULL until then */
+    cudaStream_t written; /* the stream of that write, reported by __cuda_array_interface__ */
+} DeviceArray;
+
+static PyTypeObject *DeviceArrayType;
+
+int
+gp_device_array_check(PyObject *obj)
+{
+    return obj != NULL && DeviceArrayType != NULL && Py_IS_TYPE(obj, DeviceArrayType);
+}
+
+static void
+contiguous(const DeviceArray *a, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = a->ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= a->shape[i];
+    }
+}
+
+PyObject *
+gp_device_array_new(int ndim, const int64_t *shape, gp_dtype dtype, int device)
+{
+    size_t count = 1;
+    for (int i = 0; i < ndim; i++)
+        count *= (size_t)shape[i];
+    DeviceArray *a = PyObject_New(DeviceArray, DeviceArrayType);
+    if (a == NULL)
+        return NULL;
+    a->data = NULL;
+    a->ndim = ndim;
+    memcpy(a->shape, shape, sizeof(int64_t) * ndim);
+    a->dtype = dtype;
+    a->device = device;
+    a->nbytes = count * gp_dtype_size(dtype);
+    a->ready = NULL;
+    a->written = (cudaStream_t)0;
+    /* cudaMalloc of 0 bytes gives NULL, which is fine: nothing reads it. */
+    if (a->nbytes > 0)
+        GP_CUDA_CHECK(cudaMalloc(&a->data, a->nbytes));
+    gp_mark_cuda_used();
+    return (PyObject *)a;
+error:
+    Py_DECREF(a);
+    return NULL;
+}
+
+void
+gp_device_array_describe(PyObject *obj, gp_array *out)
+{
+    const DeviceArray *a = (const DeviceArray *)obj;
+    out->data = a->data;
+    out->ndim = a->ndim;
+    memcpy(out->shape, a->shape, sizeof(int64_t) * a->ndim);
+    contiguous(a, out->strides);
+    out->dtype = a->dtype;
+    snprintf(out->dtype_desc, sizeof out->dtype_desc, "%s", gp_dtype_name(a->dtype));
+    out->on_device = 1;
+    out->device = a->device;
+    out->readonly = 0;
+    out->via = "DeviceArray";
+}
+
+int
+gp_device_array_set_ready(PyObject *obj, cudaStream_t stream)
+{
+    DeviceArray *a = (DeviceArray *)obj;
+    if (a->ready == NULL)
+        GP_CUDA_CHECK(cudaEventCreateWithFlags(&a->ready, cudaEventDisableTiming));
+    GP_CUDA_CHECK(cudaEventRecord(a->ready, stream));
+    a->written = stream;
+    return 0;
+error:
+    return -1;
+}
+
+int
+gp_device_array_wait_ready(PyObject *obj, cudaStream_t stream)
+{
+    DeviceArray *a = (DeviceArray *)obj;
+    if (a->ready != NULL)
+        GP_CUDA_CHECK(cudaStreamWaitEvent(stream, a->ready, 0));
+    return 0;
+error:
+    return -1;
+}
+
+static void
+DeviceArray_dealloc(DeviceArray *a)
+{
+    if (a->ready != NULL || a->data != NULL) {
+        /* Freeing waits for the device; other Python threads may run meanwhile. Errors (a sticky
+         * context, a runtime already unloaded at exit) are dropped: dealloc never raises. */
+        gp_exc_state saved;
+        gp_exc_save(&saved);
+        Py_BEGIN_ALLOW_THREADS
+        int previous = -1;
+        if (cudaGetDevice(&previous) == cudaSuccess && previous != a->device)
+            (void)cudaSetDevice(a->device);
+        if (a->ready != NULL)
+            (void)cudaEventDestroy(a->ready);
+        if (a->data != NULL)
+            (void)cudaFree(a->data);
+        if (previous >= 0 && previous != a->device)
+            (void)cudaSetDevice(previous);
+        (void)cudaGetLastError();
+        Py_END_ALLOW_THREADS
+        gp_exc_restore(&saved);
+    }
+    PyTypeObject *type = Py_TYPE(a);
+    PyObject_Free(a);
+    Py_DECREF(type);
+}
+
+static PyObject *
+shape_tuple(const DeviceArray *a)
+{
+    PyObject *t = PyTuple_New(a->ndim);
+    if (t == NULL)
+        return NULL;
+    for (int i = 0; i < a->ndim; i++) {
+        PyObject *v = PyLong_FromLongLong(a->shape[i]);
+        if (v == NULL) {
+            Py_DECREF(t);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+static PyObject *
+get_shape(DeviceArray *a, void *closure)
+{
+    return shape_tuple(a);
+}
+
+static PyObject *
+get_dtype(DeviceArray *a, void *closure)
+{
+    return PyUnicode_FromString(gp_dtype_name(a->dtype));
+}
+
+static PyObject *
+get_device(DeviceArray *a, void *closure)
+{
+    return PyLong_FromLong(a->device);
+}
+
+static PyObject *
+get_nbytes(DeviceArray *a, void *closure)
+{
+    return PyLong_FromSize_t(a->nbytes);
+}
+
+static PyObject *
+get_ptr(DeviceArray *a, void *closure)
+{
+    return PyLong_FromVoidPtr(a->data);
+}
+
+/* CAI v3. bfloat16 has no type string in the interface: AttributeError, so that consumers
+ * probing with hasattr() move on to DLPack. */
+static PyObject *
+get_cai(DeviceArray *a, void *closure)
+{
+    if (a->dtype == GP_DTYPE_BF16) {
+        PyErr_SetString(PyExc_AttributeError,
+                        "bfloat16 has no __cuda_array_interface__ type string; use DLPack "
+                        "(torch.from_dlpack(x), cupy.from_dlpack(x))");
+        return NULL;
+    }
+    PyObject *shape = shape_tuple(a);
+    if (shape == NULL)
+        return NULL;
+    const char *typestr = a->dtype == GP_DTYPE_F32 ? "<f4" : "<f2";
+    long long stream = a->ready != NULL ? gp_stream_protocol_value(a->written) : 0;
+    PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:O,s:i,s:O}", "shape", shape, "typestr", typestr,
+                                "data", PyLong_FromVoidPtr(a->data), Py_False, "strides", Py_None,
+                                "version", 3, "stream", Py_None);
+    if (d != NULL && stream != 0) {
+        PyObject *s = PyLong_FromLongLong(stream);
+        if (s == NULL || PyDict_SetItemString(d, "stream", s) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(s);
+    }
+    return d;
+}
+
+/* ---- DLPack export -------------------------------------------------------------------------- */
+
+typedef struct {
+    gp_dl_managed plain;
+    gp_dl_managed_versioned versioned;
+    int64_t shape[GP_ARRAY_MAX_DIM];
+    int64_t strides[GP_ARRAY_MAX_DIM];
+    PyObject *array; /* keeps the memory alive while a consumer holds the tensor */
+} export_ctx;
+
+static void
+export_free(export_ctx *ctx)
+{
+    /* Consumers may call the deleter from any thread, with or without the GIL. */
+    if (!Py_IsInitialized())
+        return;
+    PyGILState_STATE st = PyGILState_Ensure();
+    Py_DECREF(ctx->array);
+    PyMem_RawFree(ctx);
+    PyGILState_Release(st);
+}
+
+static void
+delete_plain(gp_dl_managed *m)
+{
+    export_free((export_ctx *)m->manager_ctx);
+}
+
+static void
+delete_versioned(gp_dl_managed_versioned *m)
+{
+    export_free((export_ctx *)m->manager_ctx);
+}
+
+/* An unconsumed capsule owns its tensor; a consumed one was renamed and is left alone. */
+static void
+capsule_destructor(PyObject *cap)
+{
+    gp_exc_state saved;
+    gp_exc_save(&saved);
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+        gp_dl_managed *m = PyCapsule_GetPointer(cap, "dltensor");
+        m->deleter(m);
+    } else if (PyCapsule_IsValid(cap, "dltensor_versioned")) {
+        gp_dl_managed_versioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+        m->deleter(m);
+    }
+    gp_exc_restore(&saved);
+}
+
+static export_ctx *
+export_new(DeviceArray *a)
+{
+    export_ctx *ctx = PyMem_RawCalloc(1, sizeof *ctx);
+    if (ctx == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    memcpy(ctx->shape, a->shape, sizeof(int64_t) * a->ndim);
+    contiguous(a, ctx->strides);
+    static const gp_dl_dtype dtypes[] = {
+        {GP_DL_FLOAT, 32, 1}, {GP_DL_FLOAT, 16, 1}, {GP_DL_BFLOAT, 16, 1}};
+    const gp_dl_tensor t = {
+        a->data, {GP_DL_CUDA, a->device}, a->ndim, dtypes[a->dtype], ctx->shape, ctx->strides, 0};
+    ctx->plain.dl_tensor = t;
+    ctx->plain.manager_ctx = ctx;
+    ctx->plain.deleter = delete_plain;
+    ctx->versioned.version.major = GP_DL_MAJOR_VERSION;
+    ctx->versioned.version.minor = GP_DL_MINOR_VERSION;
+    ctx->versioned.manager_ctx = ctx;
+    ctx->versioned.deleter = delete_versioned;
+    ctx->versioned.dl_tensor = t;
+    ctx->array = Py_NewRef((PyObject *)a);
+    return ctx;
+}
+
+/* The consumer's stream per the DLPack protocol for CUDA: None and 1 are the legacy default
+ * stream, 2 the per-thread default stream, -1 "do not synchronize", other values handles. */
+static int
+consumer_stream(PyObject *obj, cudaStream_t *out, int *sync)
+{
+    *sync = 1;
+    *out = (cudaStream_t)0;
+    if (obj == Py_None)
+        return 0;
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (v == -1)
+        *sync = 0;
+    else if (v < -1) {
+        PyErr_Format(PyExc_ValueError, "__dlpack__: invalid stream %lld", v);
+        return -1;
+    } else if (v > 1)
+        *out = v == 2 ? cudaStreamPerThread : (cudaStream_t)(uintptr_t)v;
+    return 0;
+}
+
+static int
+check_export_args(DeviceArray *a, PyObject *dl_device, PyObject *copy)
+{
+    if (copy != Py_None && PyObject_IsTrue(copy)) {
+        PyErr_SetString(PyExc_BufferError, "DeviceArray.__dlpack__: copy=True is not supported");
+        return -1;
+    }
+    if (dl_device != Py_None) {
+        int type = -1, id = -1;
+        if (!PyArg_ParseTuple(dl_device, "ii", &type, &id))
+            return -1;
+        if (type != GP_DL_CUDA || id != a->device) {
+            PyErr_Format(PyExc_BufferError,
+                         "DeviceArray on CUDA device %d cannot be exported to "
+                         "DLPack device (%d, %d)",
+                         a->device, type, id);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static PyObject *
+DeviceArray_dlpack(DeviceArray *a, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
+    PyObject *stream_obj = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|$OOOO:__dlpack__", kwlist, &stream_obj,
+                                     &max_version, &dl_device, &copy))
+        return NULL;
+    cudaStream_t stream;
+    int sync, major = 0;
+    if (consumer_stream(stream_obj, &stream, &sync) < 0 ||
+        check_export_args(a, dl_device, copy) < 0)
+        return NULL;
+    if (max_version != Py_None) {
+        int minor;
+        if (!PyArg_ParseTuple(max_version, "ii", &major, &minor))
+            return NULL;
+    }
+    if (sync && a->ready != NULL) {
+        gp_device_guard g;
+        if (gp_device_guard_enter(&g, a->device) < 0)
+            return NULL;
+        cudaError_t err = cudaStreamWaitEvent(stream, a->ready, 0);
+        gp_device_guard_exit(&g);
+        if (err != cudaSuccess)
+            return gp_set_cuda_error(err, "cudaStreamWaitEvent", __FILE__, __LINE__);
+    }
+    export_ctx *ctx = export_new(a);
+    if (ctx == NULL)
+        return NULL;
+    PyObject *cap = major >= 1
+                        ? PyCapsule_New(&ctx->versioned, "dltensor_versioned", capsule_destructor)
+                        : PyCapsule_New(&ctx->plain, "dltensor", capsule_destructor);
+    if (cap == NULL)
+        export_free(ctx);
+    return cap;
+}
+
+static PyObject *
+DeviceArray_dlpack_device(DeviceArray *a, PyObject *unused)
+{
+    return Py_BuildValue("(ii)", GP_DL_CUDA, a->device);
+}
+
+/* ---- host copies ---------------------------------------------------------------------------- */
+
+/* Copies the array to host memory `dst` (nbytes), after its ready event. GIL released. */
+static int
+copy_to_host(DeviceArray *a, void *dst)
+{
+    if (a->nbytes == 0)
+        return 0;
+    gp_device_guard g;
+    if (gp_device_guard_enter(&g, a->device) < 0)
+        return -1;
+    cudaError_t err = cudaSuccess;
+    const char *call = "cudaEventSynchronize";
+    Py_BEGIN_ALLOW_THREADS
+    if (a->ready != NULL)
+        err = cudaEventSynchronize(a->ready);
+    if (err == cudaSuccess) {
+        call = "cudaMemcpy";
+        err = cudaMemcpy(dst, a->data, a->nbytes, cudaMemcpyDeviceToHost);
+    }
+    Py_END_ALLOW_THREADS
+    gp_device_guard_exit(&g);
+    if (err != cudaSuccess) {
+        gp_set_cuda_error(err, call, __FILE__, __LINE__);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+DeviceArray_numpy(DeviceArray *a, PyObject *unused)
+{
+    PyObject *np = PyImport_ImportModule("numpy");
+    if (np == NULL)
+        return NULL;
+    PyObject *shape = shape_tuple(a);
+    const char *np_dtype = a->dtype == GP_DTYPE_F16 ? "float16" : "float32";
+    PyObject *arr = shape ? PyObject_CallMethod(np, "empty", "Os", shape, np_dtype) : NULL;
+    Py_XDECREF(shape);
+    Py_DECREF(np);
+    if (arr == NULL)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arr, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    int rc;
+    if (a->dtype == GP_DTYPE_BF16) {
+        uint16_t *tmp = PyMem_RawMalloc(a->nbytes ? a->nbytes : 1);
+        rc = tmp ? copy_to_host(a, tmp) : (PyErr_NoMemory(), -1);
+        if (rc == 0)
+            gp_bf16_to_f32(tmp, view.buf, a->nbytes / 2);
+        PyMem_RawFree(tmp);
+    } else {
+        rc = copy_to_host(a, view.buf);
+    }
+    PyBuffer_Release(&view);
+    if (rc < 0)
+        Py_CLEAR(arr);
+    return arr;
+}
+
+static PyObject *
+DeviceArray_repr(DeviceArray *a)
+{
+    PyObject *shape = shape_tuple(a);
+    if (shape == NULL)
+        return NULL;
+    PyObject *r = PyUnicode_FromFormat("DeviceArray(shape=%R, dtype=%s, device=%d)", shape,
+                                       gp_dtype_name(a->dtype), a->device);
+    Py_DECREF(shape);
+    return r;
+}
+
+/* ---- module functions ----------------------------------------------------------------------- */
+
+/* A new array on the current device from a C-contiguous host buffer that already holds the
+ * target dtype's bytes (bfloat16 as uint16 bit patterns). */
+static PyObject *
+device_array_from_host(PyObject *module, PyObject *args)
+{
+    PyObject *buf_obj, *dtype_obj;
+    gp_dtype dtype;
+    if (!PyArg_ParseTuple(args, "OO:_device_array_from_host", &buf_obj, &dtype_obj) ||
+        gp_dtype_from_object(dtype_obj, &dtype) < 0)
+        return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(buf_obj, &view, PyBUF_ND | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    PyObject *arr = NULL;
+    int device;
+    if (view.ndim > GP_ARRAY_MAX_DIM || view.itemsize != gp_dtype_size(dtype)) {
+        PyErr_Format(PyExc_ValueError,
+                     "_device_array_from_host: %d-d buffer of %zd-byte items "
+                     "does not hold %s",
+                     view.ndim, view.itemsize, gp_dtype_name(dtype));
+        goto done;
+    }
+    if (gp_require_device() < 0 || cudaGetDevice(&device) != cudaSuccess) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(gp_CudaError, "cudaGetDevice failed");
+        goto done;
+    }
+    int64_t shape[GP_ARRAY_MAX_DIM];
+    for (int i = 0; i < view.ndim; i++)
+        shape[i] = view.shape[i];
+    arr = gp_device_array_new(view.ndim, shape, dtype, device);
+    if (arr == NULL)
+        goto done;
+    DeviceArray *a = (DeviceArray *)arr;
+    cudaError_t err = cudaSuccess;
+    Py_BEGIN_ALLOW_THREADS
+    if (a->nbytes > 0)
+        err = cudaMemcpy(a->data, view.buf, a->nbytes, cudaMemcpyHostToDevice);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        gp_set_cuda_error(err, "cudaMemcpy", __FILE__, __LINE__);
+        Py_CLEAR(arr);
+    } else if (gp_device_array_set_ready(arr, (cudaStream_t)0) < 0) {
+        /* A pageable-memory copy may still be in flight on the legacy stream after return. */
+        Py_CLEAR(arr);
+    }
+done:
+    PyBuffer_Release(&view);
+    return arr;
+}
+
+static PyObject *
+device_array_empty(PyObject *module, PyObject *args)
+{
+    PyObject *shape_obj, *dtype_obj;
+    gp_dtype dtype;
+    if (!PyArg_ParseTuple(args, "OO:_device_array_empty", &shape_obj, &dtype_obj) ||
+        gp_dtype_from_object(dtype_obj, &dtype) < 0)
+        return NULL;
+    PyObject *seq = PySequence_Fast(shape_obj, "shape must be a sequence of ints");
+    if (seq == NULL)
+        return NULL;
+    const Py_ssize_t ndim = PySequence_Fast_GET_SIZE(seq);
+    int64_t shape[GP_ARRAY_MAX_DIM];
+    int bad = ndim > GP_ARRAY_MAX_DIM;
+    for (Py_ssize_t i = 0; !bad && i < ndim; i++) {
+        shape[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        bad = shape[i] < 0;
+    }
+    Py_DECREF(seq);
+    if (bad) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "shape must be at most %d non-negative ints",
+                         GP_ARRAY_MAX_DIM);
+        return NULL;
+    }
+    int device;
+    if (gp_require_device() < 0)
+        return NULL;
+    GP_CUDA_CHECK(cudaGetDevice(&device));
+    return gp_device_array_new((int)ndim, shape, dtype, device);
+error:
+    return NULL;
+}
+
+static PyMethodDef DeviceArray_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))DeviceArray_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "__dlpack__(*, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
+     "A DLPack capsule of the array; `stream` waits for the array's last write."},
+    {"__dlpack_device__", (PyCFunction)DeviceArray_dlpack_device, METH_NOARGS,
+     "(2, device): CUDA memory on `device`."},
+    {"numpy", (PyCFunction)DeviceArray_numpy, METH_NOARGS,
+     "A NumPy copy, after the array's last write (bfloat16 widens exactly to float32)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef DeviceArray_getset[] = {
+    {"shape", (getter)get_shape, NULL, "tuple of ints", NULL},
+    {"dtype", (getter)get_dtype, NULL, "'float32', 'float16' or 'bfloat16'", NULL},
+    {"device", (getter)get_device, NULL, "CUDA device ordinal", NULL},
+    {"nbytes", (getter)get_nbytes, NULL, "size in bytes", NULL},
+    {"ptr", (getter)get_ptr, NULL, "device address of the first element", NULL},
+    {"__cuda_array_interface__", (getter)get_cai, NULL, "CUDA Array Interface, version 3", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyType_Slot DeviceArray_slots[] = {
+    {Py_tp_dealloc, DeviceArray_dealloc},
+    {Py_tp_repr, DeviceArray_repr},
+    {Py_tp_methods, DeviceArray_methods},
+    {Py_tp_getset, DeviceArray_getset},
+    {Py_tp_doc, (void *)"A C-contiguous array in CUDA device memory owned by gpuprofile. "
+                        "torch.as_tensor / torch.from_dlpack / cupy.asarray take it without a "
+                        "copy; .numpy() copies it to the host."},
+    {0, NULL},
+};
+
+static PyType_Spec DeviceArray_spec = {
+    .name = "gpuprofile.kernels.DeviceArray",
+    .basicsize = sizeof(DeviceArray),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = DeviceArray_slots,
+};
+
+static PyMethodDef module_methods[] = {
+    {"_device_array_from_host", device_array_from_host, METH_VARARGS,
+     "_device_array_from_host(buffer, dtype): a DeviceArray holding the buffer's bytes."},
+    {"_device_array_empty", device_array_empty, METH_VARARGS,
+     "_device_array_empty(shape, dtype): an uninitialized DeviceArray on the current device."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+gp_device_array_init(PyObject *module)
+{
+    DeviceArrayType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &DeviceArray_spec, NULL);
+    if (DeviceArrayType == NULL ||
+        PyModule_AddObjectRef(module, "DeviceArray", (PyObject *)DeviceArrayType) < 0)
+        return -1;
+    return PyModule_AddFunctions(module, module_methods);
+}

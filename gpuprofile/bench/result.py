@@ -1,0 +1,317 @@
+"""BenchmarkResult and compare(): plain data, tables and JSON. NumPy is imported on use, so this
+module (and `import gpuprofile`) stays light."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from .._format import fmt, html_table, text_table
+
+# Bits of NVML's clocks-event (throttle) reason mask, as nvml.h defines them.
+_THROTTLE_REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+
+
+@dataclass
+class Batch:
+    """What a sample source returns for run(n): one batch of timed iterations."""
+
+    samples: Any  # float64 ms, one per iteration; empty when tainted
+    wall_s: float  # wall time of the whole batch
+    host_s: float  # host time spent enqueueing (GPU clock) or calling (host clock)
+    tainted: bool = False  # the gate timed out: the samples are not trustworthy
+
+
+
+def throttle_reason_names(mask: int | None) -> list[str]:
+    """Names of the NVML throttle-reason bits in mask, idle excluded (every sample taken between
+    batches sees an idle GPU); unknown bits as hex."""
+    if not mask:
+        return []
+    names = [name for bit, name in _THROTTLE_REASONS.items() if mask & bit and bit != 0x1]
+    unknown = mask & ~sum(_THROTTLE_REASONS)
+    return names + ([hex(unknown)] if unknown else [])
+
+
+def fmt_time(ms: float | None) -> str:
+    """A duration given in ms, in the unit that reads best: ns, µs, ms or s."""
+    if ms is None or (isinstance(ms, float) and math.isnan(ms)):
+        return "-"
+    for scale, unit in ((1e3, "s"), (1.0, "ms"), (1e-3, "µs")):
+        if abs(ms) >= scale:
+            return f"{fmt(ms / scale)} {unit}"
+    return f"{fmt(ms * 1e6)} ns"
+
+
+@dataclass
+class BenchmarkResult:
+    """One benchmark: the samples and everything needed to judge them.
+
+    Times are in milliseconds. `samples` holds one value per timed iteration (host clock: per
+    group of `inner` calls, divided by `inner`). The statistics summarize the samples; `ci_low_ms`
+    and `ci_high_ms` bound the median with 95 % confidence (distribution-free, from order
+    statistics); `rel_noise` is that interval's half-width relative to the median.
+    """
+
+    name: str
+    samples: Any  # numpy.ndarray of float64 ms
+    median_ms: float
+    mean_ms: float
+    stdev_ms: float
+    min_ms: float
+    max_ms: float
+    p10_ms: float
+    p90_ms: float
+    iqr_ms: float
+    ci_low_ms: float
+    ci_high_ms: float
+    rel_noise: float
+    iterations: int
+    mode: str
+    clock: str
+    flush_l2: bool
+    l2_flush_bytes: int
+    gated: bool
+    host_ms_per_iter: float
+    wall_s: float
+    warmup_s: float
+    first_call_ms: float
+    converged: bool
+    stop_reason: str
+    max_noise: float
+    device: str | None = None
+    device_index: int | None = None
+    sm_clock_mhz_start: float | None = None
+    sm_clock_mhz_end: float | None = None
+    sm_clock_source: str | None = None
+    throttle_reasons: list = field(default_factory=list)
+    flops: float | None = None
+    bytes: float | None = None
+    tflops: float | None = None
+    gbps: float | None = None
+    peak_name: str | None = None
+    peak_tflops: float | None = None
+    peak_gbps: float | None = None
+    pct_peak_flops: float | None = None
+    pct_peak_bw: float | None = None
+    arithmetic_intensity: float | None = None
+    ridge_point: float | None = None
+    bound: str | None = None
+    tainted_batches: int = 0
+    clock_note: str | None = None  # why CUPTI timing was not used (clock 'auto')
+    event_median_ms: float | None = None  # CUDA-event median of the same iterations (clock 'cupti')
+    graph_nodes: int | None = None
+    inner: int = 1
+    version: str = ""
+    timestamp: str = ""
+
+    @property
+    def median_us(self) -> float:
+        return self.median_ms * 1e3
+
+    def to_dict(self, samples: bool = True) -> dict:
+        """Every field as JSON-ready data; samples as a list (omitted with samples=False)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "samples"}
+        d["throttle_reasons"] = list(self.throttle_reasons)
+        if samples:
+            d["samples"] = [float(x) for x in self.samples]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> BenchmarkResult:
+        """Inverse of to_dict(); unknown keys are ignored (files from newer versions load)."""
+        import numpy as np
+
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in d.items() if k in known}
+        kwargs["samples"] = np.asarray(d.get("samples", []), dtype=np.float64)
+        return cls(**kwargs)
+
+    def save(self, path) -> None:
+        """Write this result as JSON (samples included)."""
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(self.to_dict(), f, indent=1)
+
+    @classmethod
+    def load(cls, path) -> BenchmarkResult:
+        with open(path, encoding="utf-8") as f:
+            return cls.from_dict(json.load(f))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, BenchmarkResult):
+            return NotImplemented
+        a, b = self.to_dict(samples=False), other.to_dict(samples=False)
+        same_samples = len(self.samples) == len(other.samples) and all(
+            x == y for x, y in zip(self.samples, other.samples, strict=True)
+        )
+        return same_samples and _nan_equal(a, b)
+
+    def _how(self) -> str:
+        if self.clock == "host":
+            return "host clock"
+        timer = "CUPTI kernel records" if self.clock == "cupti" else "CUDA events"
+        parts = [f"{timer}, {self.mode}"]
+        parts.append("L2 flushed" if self.flush_l2 else "L2 warm")
+        if not self.gated:
+            parts.append("no gate: host launch latency may be included")
+        if self.clock_note:
+            parts.append(f"NOT CUPTI: {self.clock_note} (events add a near-constant ~3 µs per "
+                         "iteration)")
+        return ", ".join(parts)
+
+    def _rows(self) -> list:
+        rows = [
+            ["median", fmt_time(self.median_ms)],
+            ["95% CI of median", f"{fmt_time(self.ci_low_ms)} .. {fmt_time(self.ci_high_ms)}"],
+            ["noise (CI half-width)", f"±{fmt(self.rel_noise * 100, 3)} %"],
+            ["mean ± stdev", f"{fmt_time(self.mean_ms)} ± {fmt_time(self.stdev_ms)}"],
+            ["min / max", f"{fmt_time(self.min_ms)} / {fmt_time(self.max_ms)}"],
+            ["p10 / p90 / IQR", f"{fmt_time(self.p10_ms)} / {fmt_time(self.p90_ms)} / {fmt_time(self.iqr_ms)}"],
+            ["iterations", f"{self.iterations} in {fmt(self.wall_s, 3)} s ({self._stop_text()})"],
+            ["measured with", self._how()],
+            *([["events would read", fmt_time(self.event_median_ms)]] if self.event_median_ms else []),
+            ["host time per iteration", fmt_time(self.host_ms_per_iter)],
+        ]
+        if self.device:
+            rows.append(["device", self.device])
+        if self.sm_clock_mhz_start is not None:
+            clocks = f"{fmt(self.sm_clock_mhz_start)} -> {fmt(self.sm_clock_mhz_end)} MHz ({self.sm_clock_source})"
+            if self.throttle_reasons:
+                clocks += ", throttled: " + ", ".join(self.throttle_reasons)
+            rows.append(["SM clock start -> end", clocks])
+        if self.tflops is not None:
+            rows.append(["TFLOP/s", _with_pct(self.tflops, self.pct_peak_flops, f"{self.peak_name} peak")])
+        if self.gbps is not None:
+            rows.append(["GB/s", _with_pct(self.gbps, self.pct_peak_bw, "DRAM peak")])
+        if self.bound is not None:
+            rows.append(["bound", f"{self.bound} (intensity {fmt(self.arithmetic_intensity)} FLOP/B, "
+                                  f"ridge {fmt(self.ridge_point)} FLOP/B)"])
+        return rows
+
+    def _stop_text(self) -> str:
+        if self.stop_reason == "converged":
+            return f"noise <= {fmt(self.max_noise * 100, 3)} %"
+        if self.stop_reason == "fixed":
+            return "fixed count"
+        return f"stopped at {self.stop_reason}, noise target {fmt(self.max_noise * 100, 3)} % not reached"
+
+    def __repr__(self) -> str:
+        rows = self._rows()
+        width = max(len(key) for key, _ in rows)
+        lines = [f"BenchmarkResult {self.name!r}"] + [f"  {key.ljust(width)}  {value}" for key, value in rows]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        return html_table(["", ""], self._rows(), title=f"BenchmarkResult {self.name}")
+
+
+def _with_pct(value: float, pct: float | None, of: str) -> str:
+    return fmt(value) if pct is None else f"{fmt(value)} ({fmt(pct, 3)} % of {of})"
+
+
+def _nan_equal(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_nan_equal(a[k], b[k]) for k in a)
+    return a == b
+
+
+def verdict(ratio_low: float, ratio_high: float) -> str:
+    """'slower' / 'faster' when the ratio interval excludes 1, else 'same' (not significant)."""
+    if math.isnan(ratio_low):
+        return "unknown"
+    if ratio_low > 1:
+        return "slower"
+    if ratio_high < 1:
+        return "faster"
+    return "same"
+
+
+@dataclass
+class ComparisonRow:
+    name: str
+    median_ms: float
+    rel_noise: float
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    verdict: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Comparison:
+    """compare()'s table: each result's median against the baseline's, with the ratio's interval.
+
+    ratio = median / baseline median. The interval [ratio_low, ratio_high] comes from the two
+    95 % confidence intervals of the medians (low/high over high/low), so it covers the true
+    ratio with at least ~90 % probability without assuming independent samples; a difference is
+    called significant ('slower'/'faster') only when that interval excludes 1.
+    """
+
+    baseline: str
+    rows: list
+
+    def to_dict(self) -> dict:
+        return {"baseline": self.baseline, "rows": [r.to_dict() for r in self.rows]}
+
+    def _table(self):
+        headers = ["name", "median", "noise", "ratio", "ratio 95% bounds", "verdict"]
+        body = []
+        for r in self.rows:
+            bounds = f"{fmt(r.ratio_low)} .. {fmt(r.ratio_high)}"
+            body.append([r.name, fmt_time(r.median_ms), f"±{fmt(r.rel_noise * 100, 3)} %",
+                         f"{fmt(r.ratio)}x", bounds, r.verdict])
+        return headers, body
+
+    def __repr__(self) -> str:
+        headers, body = self._table()
+        return text_table(headers, body, title=f"compare: vs {self.baseline}")
+
+    def _repr_html_(self) -> str:
+        headers, body = self._table()
+        return html_table(headers, body, title=f"compare: vs {self.baseline}")
+
+
+def compare(results, baseline=0) -> Comparison:
+    """Compare benchmark results against a baseline (an index into results, or a name/label).
+
+    `results` is a list of BenchmarkResult (named by .name) or a dict {label: BenchmarkResult}.
+    """
+    from .. import _stats
+
+    if isinstance(results, dict):
+        items = list(results.items())
+    else:
+        items = [(r.name if isinstance(r, BenchmarkResult) else None, r) for r in results]
+    if not items:
+        raise ValueError("compare(results): results is empty")
+    for _, r in items:
+        if not isinstance(r, BenchmarkResult):
+            raise TypeError(f"compare(results): expected BenchmarkResult items, got {type(r).__name__}")
+    labels = [str(label) if label is not None else f"#{i}" for i, (label, _) in enumerate(items)]
+    if isinstance(baseline, int) and not isinstance(baseline, bool):
+        if not -len(items) <= baseline < len(items):
+            raise ValueError(f"compare(baseline={baseline}): index out of range for {len(items)} results")
+        base_index = baseline % len(items)
+    elif baseline in labels:
+        base_index = labels.index(baseline)
+    else:
+        raise ValueError(f"compare(baseline={baseline!r}): no result with that name; have {labels}")
+    base = items[base_index][1]
+    rows = []
+    for label, (_, r) in zip(labels, items, strict=True):
+        low, high = _stats.ratio_interval(r.ci_low_ms, r.ci_high_ms, base.ci_low_ms, base.ci_high_ms)
+        ratio = r.median_ms / base.median_ms if base.median_ms > 0 else math.nan
+        rows.append(ComparisonRow(label, r.median_ms, r.rel_noise, ratio, low, high,
+                                  "baseline" if r is base else verdict(low, high)))
+    return Comparison(labels[base_index], rows)

@@ -1,0 +1,239 @@
+"""MetricsResult: the plain-data result of gpuprofile.metrics() and region(metrics=...), with
+text and HTML rendering (SOL bars) and the verdicts of _verdicts.py."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+from .._format import fmt, html_table, short_name, text_table
+from .metric_sets import (
+    DRAM_READ,
+    DRAM_WRITE,
+    DURATION,
+    FLOP_COUNTERS,
+    MEMORY_SOL,
+    SM_SOL,
+    TENSOR_OPS,
+    TENSOR_PIPE,
+)
+from .verdicts import Verdict, bound_from_sol, combine, roofline_point
+from .verdicts import aggregation as _aggregation
+
+# Kernel columns shown in tables; to_dict() has them all.
+_MAX_KERNEL_COLUMNS = 6
+_NAME_WIDTH = 40
+
+
+def _short(name: str, width: int = _NAME_WIDTH) -> str:
+    return short_name(name, width)
+
+
+@dataclass(frozen=True)
+class KernelMetrics:
+    """Metric values of one range: a kernel (per="kernel") or the whole call (per="call")."""
+
+    name: str
+    index: int
+    values: dict
+
+    def __getitem__(self, metric: str) -> float:
+        return self.values[metric]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "index": self.index, "values": dict(self.values)}
+
+
+@dataclass
+class MetricsResult:
+    """Hardware counters of one collection.
+
+    total[metric] combines the kernels as aggregation[metric] says: "exact" (one range covered
+    the whole call or region), "sum" (counts), "max"/"min", or "weighted" (rates and
+    percentages, weighted by each kernel's gpu__time_duration). passes is how many times the
+    work ran under the profiler (user replay) or how many times CUPTI replayed each kernel
+    (kernel replay); cost_s is the wall time of the collection, setup_s the one-time part.
+    """
+
+    label: str
+    per: str
+    metrics: list
+    info: dict
+    kernels: list
+    total: dict
+    aggregation: dict
+    passes: int
+    replay: str
+    ranges: str
+    calls: int
+    cost_s: float
+    setup_s: float
+    chip: str
+    sets: list = field(default_factory=list)
+    notes: list = field(default_factory=list)
+    counter_data_bytes: int = 0
+
+    # ---- access ------------------------------------------------------------------------------
+
+    def __getitem__(self, metric: str) -> float:
+        return self.total[metric]
+
+    def unit(self, metric: str) -> str:
+        info = self.info.get(metric)
+        return info.unit if info is not None else ""
+
+    def _kernel(self, kernel):
+        if kernel is None:
+            return None
+        if isinstance(kernel, int):
+            return self.kernels[kernel]
+        for k in self.kernels:
+            if k.name == kernel:
+                return k
+        raise KeyError(f"no kernel {kernel!r} (kernels: {[k.name for k in self.kernels]})")
+
+    def value(self, metric: str, kernel=None) -> float:
+        """The total, or the value of one kernel (index or name)."""
+        k = self._kernel(kernel)
+        return self.total[metric] if k is None else k.values[metric]
+
+    def _values(self, kernel):
+        k = self._kernel(kernel)
+        return self.total if k is None else k.values
+
+    # ---- verdicts ----------------------------------------------------------------------------
+
+    def bound(self, kernel=None) -> Verdict:
+        """Memory-, compute- or latency-bound from the SOL metrics (collect "sol")."""
+        v = self._values(kernel)
+        return bound_from_sol(v.get(SM_SOL), v.get(MEMORY_SOL), v.get(TENSOR_PIPE))
+
+    def flops(self, kernel=None) -> dict:
+        """Exact FLOPs by kind (fp32, fp64, fp16 from SASS counters; tensor from tensor-path op
+        counters) and their total. Needs the "roofline" set."""
+        v = self._values(kernel)
+        missing = [m for group in FLOP_COUNTERS.values() for m in group if m not in v]
+        missing += [m for m in TENSOR_OPS if m not in v]
+        if missing:
+            raise KeyError(f"FLOPs need the 'roofline' metric set; missing {missing[0]} ...")
+        out = {kind: math.fsum(v[m] * w for m, w in group.items()) for kind, group in FLOP_COUNTERS.items()}
+        out["tensor"] = math.fsum(v[m] for m in TENSOR_OPS)
+        out["total"] = math.fsum(out.values())
+        return out
+
+    def roofline(self, ceilings=None, kernel=None):
+        """RooflinePoint of the total (or one kernel) against measured ceilings (default:
+        gpuprofile.ceilings() of the current device). The compute roof is the tensor peak when
+        tensor ops are at least half the FLOPs, else the FP32 peak."""
+        if ceilings is None:
+            from .roofline import ceilings as measure
+
+            ceilings = measure()
+        v = self._values(kernel)
+        f = self.flops(kernel)
+        for m in (DRAM_READ, DRAM_WRITE, DURATION):
+            if m not in v:
+                raise KeyError(f"roofline needs {m} (the 'roofline' metric set)")
+        peak = ceilings.tensor_flops_per_s if f["tensor"] >= 0.5 * f["total"] and f["total"] > 0 \
+            else ceilings.fp32_flops_per_s
+        return roofline_point(f["total"], v[DRAM_READ] + v[DRAM_WRITE], v[DURATION] * 1e-9, peak,
+                              ceilings.dram_bytes_per_s)
+
+    # ---- presentation ------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return {
+            "label": self.label, "per": self.per, "metrics": list(self.metrics),
+            "units": {m: self.unit(m) for m in self.metrics},
+            "total": dict(self.total), "aggregation": dict(self.aggregation),
+            "kernels": [k.to_dict() for k in self.kernels], "passes": self.passes,
+            "replay": self.replay, "ranges": self.ranges, "calls": self.calls,
+            "cost_s": self.cost_s, "setup_s": self.setup_s, "chip": self.chip,
+            "sets": list(self.sets), "notes": list(self.notes),
+            "counter_data_bytes": self.counter_data_bytes,
+            "bound": self.bound().to_dict() if SM_SOL in self.total else None,
+        }
+
+    def _header(self) -> list:
+        n = len(self.kernels)
+        what = f"{n} kernel{'s' if n != 1 else ''}" if self.ranges == "auto" else "one range"
+        lines = [f"gpuprofile metrics: {self.label} [{self.chip}]: {self.passes} pass"
+                 f"{'es' if self.passes != 1 else ''} ({self.replay} replay), {what}, cost "
+                 f"{self.cost_s:.3f} s (+{self.setup_s:.3f} s setup)"]
+        if SM_SOL in self.total and MEMORY_SOL in self.total:
+            lines.append(f"bound: {self.bound()}")
+        lines += [f"note: {n}" for n in self.notes]
+        return lines
+
+    def _table(self):
+        shown = self.kernels[:_MAX_KERNEL_COLUMNS] if self.ranges == "auto" else []
+        headers = ["metric", "unit", "total"] + [_short(k.name, 24) for k in shown]
+        if len(self.kernels) > len(shown) and shown:
+            headers.append(f"(+{len(self.kernels) - len(shown)} more)")
+        rows = []
+        for m in self.metrics:
+            row = [m, self.unit(m), self.total.get(m, float("nan"))]
+            row += [k.values.get(m, float("nan")) for k in shown]
+            if len(headers) > len(row):
+                row.append("")
+            rows.append(row)
+        return headers, rows
+
+    def __str__(self) -> str:
+        headers, rows = self._table()
+        return "\n".join(self._header()) + "\n" + text_table(headers, rows)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<div>{html.escape(line)}</div>" for line in self._header())
+        bars = "".join(
+            _sol_bar(m, self.total[m]) for m in self.metrics
+            if self.unit(m) == "percent" and m in self.total and "pct_of_peak" in m
+        )
+        headers, rows = self._table()
+        return f"<div>{head}{bars}{html_table(headers, rows)}</div>"
+
+
+def _sol_bar(metric: str, pct: float) -> str:
+    """A horizontal bar for a percent-of-peak value (clamped to 0..100 for the width)."""
+    width = 0.0 if math.isnan(pct) else max(0.0, min(100.0, pct))
+    color = "#d9534f" if width >= 60 else ("#f0ad4e" if width >= 40 else "#5bc0de")
+    return (
+        "<div style='display:flex;align-items:center;gap:8px;margin:2px 0'>"
+        f"<div style='width:420px;font-family:monospace;font-size:90%'>{html.escape(metric)}</div>"
+        "<div style='width:200px;background:#eee;height:12px'>"
+        f"<div style='width:{width:.1f}%;background:{color};height:12px'></div></div>"
+        f"<div>{html.escape(fmt(pct))} %</div></div>"
+    )
+
+
+def build(label, per, names, infos, ranges, kernel_names, *, passes, replay, range_mode, calls,
+          cost_s, setup_s, chip, sets, notes, counter_data_bytes) -> MetricsResult:
+    """A MetricsResult from evaluated ranges [(range name, values)]. With auto ranges the
+    ranges are kernels in launch order, named from `kernel_names` when the counts agree."""
+    notes = list(notes)
+    if range_mode == "auto":
+        if kernel_names is not None and len(kernel_names) != len(ranges):
+            notes.append(f"kernel names unavailable: {len(kernel_names)} launches logged for "
+                         f"{len(ranges)} profiled kernels")
+            kernel_names = None
+        kernels = [
+            KernelMetrics(kernel_names[i] if kernel_names else f"kernel #{i}", i, dict(zip(names, vals, strict=True)))
+            for i, (_, vals) in enumerate(ranges)
+        ]
+        durations = [k.values.get(DURATION, 0.0) for k in kernels]
+        aggregation = {m: _aggregation(m) for m in names}
+        total = {m: combine([k.values[m] for k in kernels], durations, aggregation[m]) for m in names}
+    else:
+        kernels = [KernelMetrics(rname or label, i, dict(zip(names, vals, strict=True)))
+                   for i, (rname, vals) in enumerate(ranges)]
+        aggregation = {m: "exact" for m in names}
+        total = dict(kernels[0].values) if kernels else {m: float("nan") for m in names}
+    return MetricsResult(
+        label=label, per=per, metrics=list(names), info=infos, kernels=kernels, total=total,
+        aggregation=aggregation, passes=passes, replay=replay, ranges=range_mode, calls=calls,
+        cost_s=cost_s, setup_s=setup_s, chip=chip, sets=list(sets), notes=notes,
+        counter_data_bytes=counter_data_bytes,
+    )

@@ -1,0 +1,5 @@
+"""CUPTI activity tracing, the Python side of csrc/tracing/: gpuprofile.profile (profile.py), the
+record collection shared by every consumer (activity.py), attribution of GPU work to regions
+(attribution.py), device-memory tracking (gpuprofile.memory: memory.py), the summary tables
+(summary.py), Chrome trace export (chrome_trace.py) and occupancy (occupancy.py).
+See docs/tracing.md."""

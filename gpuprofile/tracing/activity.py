@@ -1,0 +1,231 @@
+"""The Python half of CUPTI activity tracing: NumPy mirrors of the C record layouts in
+csrc/activity.h, and the collection of records for every consumer (profiles, memory trackers and
+memory=True regions) that is active while they arrive.
+
+Kinds are reference-counted in C, so consumers may overlap. Every collection flushes CUPTI, takes
+every record parsed since the last one and hands the same chunk to each active consumer; each
+consumer keeps what falls into its own time window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import _C
+from .._C import CuptiError
+from .._foreign import torch_profiler_active
+from .attribution import attribute  # noqa: F401  (re-exported: memory, tests)
+
+KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS = 1, 2, 4, 8, 16
+
+# Mirrors gp_kernel_out (88 bytes).
+KERNEL_RAW = np.dtype([
+    ("start", "<u8"), ("end", "<u8"), ("correlation_id", "<u4"), ("name_id", "<u4"),
+    ("device", "<u4"), ("context", "<u4"), ("stream", "<u4"),
+    ("grid_x", "<i4"), ("grid_y", "<i4"), ("grid_z", "<i4"),
+    ("block_x", "<i4"), ("block_y", "<i4"), ("block_z", "<i4"),
+    ("static_smem", "<i4"), ("dynamic_smem", "<i4"), ("local_mem_per_thread", "<u4"),
+    ("smem_executed", "<u4"), ("graph_id", "<u4"), ("registers_per_thread", "<u2"),
+    ("launch_type", "u1"), ("pad0", "u1"), ("pad1", "<u4"),
+])
+# Mirrors gp_memcpy_out (48 bytes).
+MEMCPY_RAW = np.dtype([
+    ("start", "<u8"), ("end", "<u8"), ("bytes", "<u8"), ("correlation_id", "<u4"),
+    ("runtime_correlation_id", "<u4"), ("device", "<u4"), ("context", "<u4"), ("stream", "<u4"),
+    ("copy_kind", "u1"), ("src_kind", "u1"), ("dst_kind", "u1"), ("flags", "u1"),
+])
+# Mirrors gp_memset_out (48 bytes).
+MEMSET_RAW = np.dtype([
+    ("start", "<u8"), ("end", "<u8"), ("bytes", "<u8"), ("correlation_id", "<u4"),
+    ("device", "<u4"), ("context", "<u4"), ("stream", "<u4"), ("value", "<u4"),
+    ("memory_kind", "<u2"), ("flags", "<u2"),
+])
+# Mirrors gp_memory_out (48 bytes).
+MEMORY_RAW = np.dtype([
+    ("timestamp", "<u8"), ("address", "<u8"), ("bytes", "<u8"), ("correlation_id", "<u4"),
+    ("device", "<u4"), ("context", "<u4"), ("stream", "<u4"), ("operation", "u1"),
+    ("memory_kind", "u1"), ("is_async", "u1"), ("pad0", "u1"), ("pad1", "<u4"),
+])
+# Mirrors gp_extcorr_out (16 bytes).
+EXTCORR_RAW = np.dtype([("external_id", "<u8"), ("correlation_id", "<u4"), ("pad", "<u4")])
+# Mirrors gp_region_stream_out (24 bytes): the CUPTI stream a traced region records its events on.
+REGION_STREAM_RAW = np.dtype([
+    ("record", "<i8"), ("device", "<u4"), ("stream", "<u4"), ("before", "<u4"), ("pad", "<u4"),
+])
+
+for _dtype, _size in ((KERNEL_RAW, 88), (MEMCPY_RAW, 48), (MEMSET_RAW, 48), (MEMORY_RAW, 48),
+                      (EXTCORR_RAW, 16), (REGION_STREAM_RAW, 24)):
+    assert _dtype.itemsize == _size, (_dtype, _size)
+
+
+@dataclass
+class Chunk:
+    """Records of one collection, as raw structured arrays, with the kernel-name table."""
+
+    kernels: np.ndarray
+    memcpy: np.ndarray
+    memset: np.ndarray
+    memory: np.ndarray
+    extcorr: np.ndarray
+    names: list
+    dropped: int = 0
+    region_streams: np.ndarray = field(default_factory=lambda: np.empty(0, REGION_STREAM_RAW))
+
+    _ARRAYS = ("kernels", "memcpy", "memset", "memory", "extcorr", "region_streams")
+
+    @classmethod
+    def empty(cls) -> Chunk:
+        return cls(np.empty(0, KERNEL_RAW), np.empty(0, MEMCPY_RAW), np.empty(0, MEMSET_RAW),
+                   np.empty(0, MEMORY_RAW), np.empty(0, EXTCORR_RAW), [])
+
+    @classmethod
+    def from_raw(cls, raw: dict) -> Chunk:
+        return cls(
+            kernels=np.frombuffer(raw["kernels"], KERNEL_RAW),
+            memcpy=np.frombuffer(raw["memcpy"], MEMCPY_RAW),
+            memset=np.frombuffer(raw["memset"], MEMSET_RAW),
+            memory=np.frombuffer(raw["memory"], MEMORY_RAW),
+            extcorr=np.frombuffer(raw["extcorr"], EXTCORR_RAW),
+            names=raw["names"], dropped=int(raw["dropped"]),
+            region_streams=np.frombuffer(raw["region_streams"], REGION_STREAM_RAW),
+        )
+
+    @classmethod
+    def concat(cls, chunks: list) -> Chunk:
+        if not chunks:
+            return cls.empty()
+        names = max((c.names for c in chunks), key=len)  # the table only grows
+        arrays = {f: np.concatenate([getattr(c, f) for c in chunks]) for f in cls._ARRAYS}
+        return cls(**arrays, names=names, dropped=sum(c.dropped for c in chunks))
+
+
+_active: list = []  # consumers currently collecting, in start order
+_region_log: list = []  # MEMORY2 records kept for memory=True regions (gpuprofile.memory)
+
+
+def check_no_other_profiler(what: str) -> None:
+    if torch_profiler_active():
+        raise CuptiError(
+            f"{what}: torch.profiler is recording in this process, and only one CUPTI client can "
+            "trace a process at a time (each would steal the other's activity buffers). Stop the "
+            "torch profiler first, or run gpuprofile's tracing in another process. Regions and "
+            "benchmark() keep working without CUPTI.")
+
+
+def collect(wait: bool) -> Chunk:
+    """Flush CUPTI (after waiting for the GPU when `wait`), take every parsed record and give
+    them to every active consumer."""
+    _C._activity_flush(wait)
+    chunk = Chunk.from_raw(_C._activity_take())
+    for consumer in _active:
+        consumer._chunks.append(chunk)
+    if len(chunk.memory) and _C._attribution_state()["memory_region_entries"]:
+        _region_log.append(chunk.memory)
+    return chunk
+
+
+def region_memory_log():
+    """(timeline, offset_ns): every allocation and free recorded so far while memory=True
+    regions or other consumers tracked memory, and the CUPTI-minus-host clock offset."""
+    from .timeline import build_timeline
+
+    collect(False)
+    raw = np.concatenate(_region_log) if _region_log else np.empty(0, MEMORY_RAW)
+    offset = _C._clock_offset()[0] if len(raw) else 0
+    return build_timeline(raw), offset
+
+
+@dataclass
+class Window:
+    """What one consumer collected: records from its chunks that overlap [t0, t1] (CUPTI clock),
+    the clock offset to the host clock, dropped records, and whether the result is partial."""
+
+    t0: int
+    t1: int
+    offset_ns: int
+    offset_uncertainty_ns: int
+    chunk: Chunk
+    partial: bool = False
+    errors: list = field(default_factory=list)
+
+
+class Collector:
+    """One consumer of activity records: enables its kinds on start, collects on stop."""
+
+    def __init__(self, mask: int, what: str):
+        self.mask = mask
+        self.what = what
+        self._chunks: list = []
+        self.running = False
+
+    def start(self) -> None:
+        check_no_other_profiler(self.what)
+        _C._activity_acquire(self.mask)
+        try:
+            self.offset = _C._clock_offset()
+            self.t0 = _C._cupti_timestamp()
+        except BaseException:
+            _C._activity_release(self.mask)
+            raise
+        self._chunks = []
+        self.window = None
+        _active.append(self)
+        self.running = True
+
+    def stop(self, wait: bool = True) -> Window:
+        """Waits for the GPU (when `wait`), collects and releases the kinds; the result is also
+        kept as `self.window`. On Ctrl-C or a CUDA error during the wait, still collects what
+        arrived, marks the window partial and re-raises once the kinds are released."""
+        error = None
+        try:
+            collect(wait)
+        except BaseException as exc:  # KeyboardInterrupt included: keep what arrived
+            error = exc
+            try:
+                collect(False)
+            except Exception as again:
+                error.__context__ = again
+        finally:
+            self.running = False
+            if self in _active:
+                _active.remove(self)
+            released = _release(self.mask)
+        t1 = _C._cupti_timestamp()
+        offset = _C._clock_offset()
+        window = Window(
+            t0=self.t0, t1=t1, offset_ns=(self.offset[0] + offset[0]) // 2,
+            offset_uncertainty_ns=max(self.offset[1], offset[1], abs(self.offset[0] - offset[0])),
+            chunk=clip(Chunk.concat(self._chunks), self.t0, t1), partial=error is not None,
+        )
+        self._chunks = []
+        if released is not None:
+            window.errors.append(str(released))
+        self.window = window
+        if error is not None:
+            raise error
+        return window
+
+
+def _release(mask: int):
+    try:
+        _C._activity_release(mask)
+    except CuptiError as exc:  # the kinds are released regardless; say so in the result
+        return exc
+    return None
+
+
+def clip(chunk: Chunk, t0: int, t1: int) -> Chunk:
+    """Records that overlap [t0, t1]; records without timestamps (0) are kept."""
+    def keep(start, end):
+        return (start == 0) | ((end >= t0) & (start <= t1))
+
+    return Chunk(
+        kernels=chunk.kernels[keep(chunk.kernels["start"], chunk.kernels["end"])],
+        memcpy=chunk.memcpy[keep(chunk.memcpy["start"], chunk.memcpy["end"])],
+        memset=chunk.memset[keep(chunk.memset["start"], chunk.memset["end"])],
+        memory=chunk.memory[keep(chunk.memory["timestamp"], chunk.memory["timestamp"])],
+        extcorr=chunk.extcorr, names=chunk.names, dropped=chunk.dropped,
+        region_streams=chunk.region_streams,
+    )

@@ -1,0 +1,503 @@
+"""gpuprofile.profile(): CUPTI activity tracing of what the GPU ran. (The module is named
+profiling so that it does not shadow the function gpuprofile.profile.)
+
+    with gpuprofile.profile() as p:      # or p = gpuprofile.profile(); p.start(); ...; p.stop()
+        with gpuprofile.region("attn"):
+            out = attn(q, k, v)
+    p.kernels          # NumPy structured array, one row per kernel
+    p.memcpy, p.memset, p.memory, p.dropped
+    print(p.summary())
+    p.export_chrome_trace("trace.json.gz")
+
+Kernel, copy and set times are in CUPTI's clock (ns); p.clock_offset_ns converts to the host
+clock of gpuprofile.records() (time.monotonic_ns): host_ns = cupti_ns - clock_offset_ns.
+"""
+
+from __future__ import annotations
+
+import html
+import warnings
+
+import numpy as np
+
+from .. import _C
+from .activity import KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
+from .attribution import RULES, attribute, combine, region_intervals
+from .occupancy import limits_for, occupancy
+from .summary import Summary, busy_ns, factorize, group_rows, region_rows
+from .timeline import build_timeline, label_regions, region_memory
+
+KERNEL_DTYPE = np.dtype([
+    ("name", object), ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"),
+    ("device", "<i4"), ("context", "<u4"), ("stream", "<u4"),
+    ("grid_x", "<i4"), ("grid_y", "<i4"), ("grid_z", "<i4"),
+    ("block_x", "<i4"), ("block_y", "<i4"), ("block_z", "<i4"),
+    ("registers_per_thread", "<i4"), ("static_smem", "<i4"), ("dynamic_smem", "<i4"),
+    ("local_mem_per_thread", "<i4"), ("correlation_id", "<u4"), ("graph_id", "<u4"),
+    ("region", object), ("region_record", "<i8"), ("attribution", object), ("occupancy", "<f4"),
+    ("active_blocks_per_sm", "<i4"), ("occupancy_limiter", object),
+])
+MEMCPY_DTYPE = np.dtype([
+    ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"), ("bytes", "<u8"),
+    ("kind", object), ("src_kind", object), ("dst_kind", object), ("device", "<i4"),
+    ("context", "<u4"), ("stream", "<u4"), ("correlation_id", "<u4"), ("region", object),
+    ("region_record", "<i8"), ("attribution", object), ("gbps", "<f8"),
+])
+MEMSET_DTYPE = np.dtype([
+    ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"), ("bytes", "<u8"),
+    ("value", "<u4"), ("memory_kind", object), ("device", "<i4"), ("context", "<u4"),
+    ("stream", "<u4"), ("correlation_id", "<u4"), ("region", object), ("region_record", "<i8"),
+    ("attribution", object),
+])
+
+COPY_KINDS = ("unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH",
+              "PtoP")
+
+_running = None  # the profile collecting now: profiles do not nest
+
+
+def _lookup(table, codes):
+    t = np.asarray(list(table) + ["unknown"], dtype=object)
+    return t[np.minimum(np.asarray(codes, dtype=np.int64), len(table))]
+
+
+def _config_keys(device, threads, regs, smem):
+    """One int64 per launch configuration when every field fits its bit range, else None."""
+    if device.size and (device.max() >= 64 or threads.max() >= 2048 or regs.max() >= 512
+                        or smem.max() >= 1 << 20 or smem.min() < 0):
+        return None
+    return ((device * 2048 + threads) * 512 + regs) * (1 << 20) + smem
+
+
+def kernel_occupancy(device, threads, regs, smem, limits_of):
+    """Theoretical occupancy, resident blocks per SM and limiter of each launch. `limits_of(d)`
+    gives device d's SMLimits or None (then NaN / 0 / ''). Computed once per distinct config."""
+    device, threads, regs, smem = (np.asarray(a, dtype=np.int64) for a in (device, threads, regs, smem))
+    keys = _config_keys(device, threads, regs, smem)
+    if keys is None:
+        _, first, inverse = np.unique(np.stack([device, threads, regs, smem], 1), axis=0,
+                                              return_index=True, return_inverse=True)
+    else:
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    occ = np.full(first.size, np.nan, np.float32)
+    blocks = np.zeros(first.size, np.int32)
+    limiter = np.full(first.size, "", dtype=object)
+    for k, i in enumerate(first):
+        limits = limits_of(int(device[i]))
+        if limits is None or threads[i] < 1:
+            continue
+        occ[k], blocks[k], limiter[k] = occupancy(limits, int(threads[i]), int(regs[i]), int(smem[i]))
+    return occ[inverse], blocks[inverse], limiter[inverse]
+
+
+def _set_region(out, region_record, region_names, rule=None) -> None:
+    out["region_record"] = region_record
+    out["region"] = label_regions(region_record, region_names)
+    out["attribution"] = RULES[rule if rule is not None else np.where(region_record >= 0, 1, 0)]
+
+
+def build_kernels(raw, names, region_record, region_names, limits_of, rule=None) -> np.ndarray:
+    """The kernels array from raw records (gpuprofile._activity.KERNEL_RAW); `rule` says which
+    attribution rule found each region_record (gpuprofile._attribution). Pure."""
+    out = np.zeros(len(raw), KERNEL_DTYPE)  # np.empty fills object fields slowly
+    table = np.asarray(list(names) + ["<unknown kernel>"], dtype=object)
+    ids = raw["name_id"].astype(np.int64)
+    out["name"] = table[np.where(ids < len(names), ids, len(names))]
+    out["start_ns"] = raw["start"].astype(np.int64)
+    out["end_ns"] = raw["end"].astype(np.int64)
+    out["duration_ns"] = out["end_ns"] - out["start_ns"]
+    for f in ("device", "context", "stream", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
+              "block_z", "registers_per_thread", "static_smem", "dynamic_smem",
+              "local_mem_per_thread", "correlation_id", "graph_id"):
+        out[f] = raw[f]
+    _set_region(out, region_record, region_names, rule)
+    threads = raw["block_x"].astype(np.int64) * raw["block_y"] * raw["block_z"]
+    smem = raw["static_smem"].astype(np.int64) + raw["dynamic_smem"]
+    occ, blocks, limiter = kernel_occupancy(raw["device"], threads, raw["registers_per_thread"],
+                                            smem, limits_of)
+    out["occupancy"], out["active_blocks_per_sm"], out["occupancy_limiter"] = occ, blocks, limiter
+    return out
+
+
+def build_memcpy(raw, region_record, region_names, rule=None) -> np.ndarray:
+    out = np.zeros(len(raw), MEMCPY_DTYPE)
+    out["start_ns"] = raw["start"].astype(np.int64)
+    out["end_ns"] = raw["end"].astype(np.int64)
+    out["duration_ns"] = out["end_ns"] - out["start_ns"]
+    out["bytes"] = raw["bytes"]
+    out["kind"] = _lookup(COPY_KINDS, raw["copy_kind"])
+    from .timeline import KIND_NAMES
+
+    out["src_kind"] = _lookup(KIND_NAMES, raw["src_kind"])
+    out["dst_kind"] = _lookup(KIND_NAMES, raw["dst_kind"])
+    for f in ("device", "context", "stream", "correlation_id"):
+        out[f] = raw[f]
+    _set_region(out, region_record, region_names, rule)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["gbps"] = np.where(out["duration_ns"] > 0, out["bytes"] / out["duration_ns"], np.nan)
+    return out
+
+
+def build_memset(raw, region_record, region_names, rule=None) -> np.ndarray:
+    from .timeline import KIND_NAMES
+
+    out = np.zeros(len(raw), MEMSET_DTYPE)
+    out["start_ns"] = raw["start"].astype(np.int64)
+    out["end_ns"] = raw["end"].astype(np.int64)
+    out["duration_ns"] = out["end_ns"] - out["start_ns"]
+    for f in ("bytes", "value", "device", "context", "stream", "correlation_id"):
+        out[f] = raw[f]
+    out["memory_kind"] = _lookup(KIND_NAMES, raw["memory_kind"])
+    _set_region(out, region_record, region_names, rule)
+    return out
+
+
+def _copy_record_ids(raw, extcorr):
+    """Copies carry a driver and a runtime correlation id; either may have the external id."""
+    by_driver = attribute(raw["correlation_id"], extcorr)
+    by_runtime = attribute(raw["runtime_correlation_id"], extcorr)
+    return np.where(by_driver >= 0, by_driver, by_runtime)
+
+
+def _enqueue_order(raw):
+    """A copy's place in CUDA call order: its driver correlation id, else its runtime one."""
+    return np.where(raw["correlation_id"] > 0, raw["correlation_id"], raw["runtime_correlation_id"])
+
+
+class Profile:
+    """CUPTI activity trace of everything the GPU ran between start() and stop(), in this
+    process, on every device and stream. See the module docstring; build it with
+    gpuprofile.profile()."""
+
+    def __init__(self, kernels: bool = True, memcpy: bool = True, memset: bool = True,
+                 memory: bool = True, regions: bool = True, stream_attribution: bool = True):
+        flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
+                     stream_attribution=stream_attribution)
+        for key, value in flags.items():
+            if not isinstance(value, bool):
+                raise TypeError(f"profile({key}=...) must be True or False, got {value!r}")
+        bits = {"kernels": KERNELS, "memcpy": MEMCPY, "memset": MEMSET, "memory": MEMORY}
+        self.mask = sum(bit for key, bit in bits.items() if flags[key])
+        if not self.mask:
+            raise ValueError("profile(): nothing to record (kernels, memcpy, memset and memory "
+                             "are all False)")
+        if regions and self.mask & (KERNELS | MEMCPY | MEMSET):
+            self.mask |= REGIONS
+        self.stream_attribution = stream_attribution and bool(self.mask & REGIONS)
+        self.kinds = [k for k, v in flags.items() if v]
+        self.state = "new"
+        self.errors: list = []
+        self._window: Window | None = None
+        self._records = None
+        self._cache: dict = {}
+        self._limits: dict = {}
+
+    # ---- collection ---------------------------------------------------------------------------
+
+    def start(self) -> Profile:
+        global _running
+        if self.state != "new":
+            raise _C.GpuProfileError(f"this profile was already started (it is {self.state}); "
+                                     "create a new gpuprofile.profile() to record again")
+        if _running is not None:
+            raise _C.GpuProfileError("gpuprofile.profile() cannot nest: another profile is "
+                                     "recording; stop it first (gpuprofile.profiling.running() "
+                                     "returns it; memory.track() may nest)")
+        collector = Collector(self.mask, "gpuprofile.profile()")
+        collector.start()
+        self._collector = collector
+        _running = self
+        self.state = "running"
+        return self
+
+    def stop(self) -> Profile:
+        """Waits for the GPU, collects the records and stops tracing. Ctrl-C during the wait
+        leaves a partial result (p.partial) and re-raises."""
+        global _running
+        if self.state != "running":
+            raise _C.GpuProfileError(f"profile.stop(): the profile is {self.state}, not running")
+        try:
+            self._collector.stop(wait=True)
+        finally:
+            _running = None
+            self.state = "stopped"
+            self._window = self._collector.window
+            self._collector = None
+            self._snapshot_regions()
+            if self._window is not None:
+                self.errors += self._window.errors
+                if self._window.chunk.dropped:
+                    warnings.warn(f"gpuprofile.profile: CUPTI dropped {self._window.chunk.dropped} "
+                                  "activity records (buffers full)", RuntimeWarning, stacklevel=3)
+        return self
+
+    def __enter__(self) -> Profile:
+        return self.start()
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.stop()
+            return False
+        try:
+            self.stop()
+        except Exception as stop_error:  # never replace the body's exception
+            self.errors.append(f"stop() after the body raised: {stop_error}")
+        return False
+
+    def _snapshot_regions(self) -> None:
+        from ..regions import records
+
+        try:
+            self._records = records()
+        except Exception as exc:  # e.g. a sticky CUDA error: keep the trace without regions
+            self._records = None
+            self.errors.append(f"region records unavailable: {exc}")
+
+    @classmethod
+    def _from_window(cls, window: Window, records=None, limits=None, **flags) -> Profile:
+        """A stopped profile over given records (tests, synthetic traces). `limits` maps device
+        index to SMLimits."""
+        p = cls(**flags)
+        p.state = "stopped"
+        p._window = window
+        p._records = records
+        p._limits = dict(limits or {})
+        return p
+
+    # ---- results ------------------------------------------------------------------------------
+
+    def _stopped(self) -> Window:
+        if self.state != "stopped" or self._window is None:
+            raise _C.GpuProfileError(f"the profile is {self.state}: results exist once it stopped")
+        return self._window
+
+    @property
+    def _chunk(self) -> Chunk:
+        return self._stopped().chunk
+
+    @property
+    def partial(self) -> bool:
+        """True when stopping was interrupted (Ctrl-C) or failed: some records may be missing."""
+        return self._stopped().partial
+
+    @property
+    def dropped(self) -> int:
+        """Activity records CUPTI could not store (0 unless buffers ran out)."""
+        return self._chunk.dropped
+
+    @property
+    def clock_offset_ns(self) -> int:
+        """CUPTI clock minus the host clock (time.monotonic_ns), measured at start and stop."""
+        return self._stopped().offset_ns
+
+    @property
+    def start_ns(self) -> int:
+        return self._stopped().t0
+
+    @property
+    def stop_ns(self) -> int:
+        return self._stopped().t1
+
+    def _region_names(self):
+        return self._records["name"] if self._records is not None else None
+
+    def _limits_of(self, device: int):
+        if device not in self._limits:
+            try:
+                props = _C._device_properties(device)
+                self._limits[device] = limits_for((props["major"], props["minor"]), props)
+            except Exception:
+                self._limits[device] = None
+        return self._limits[device]
+
+    def _intervals(self) -> dict:
+        """Each traced region's interval in correlation order (_attribution.region_intervals)."""
+        def build():
+            w = self._stopped()
+            rec = self._records
+            if not self.stream_attribution:
+                return region_intervals(w.chunk.region_streams[:0], w.chunk.extcorr)
+
+            def open_at_stop(r):
+                if rec is None or not len(rec):
+                    return np.zeros(len(r), dtype=bool)
+                valid = (r >= 0) & (r < len(rec))
+                at = np.where(valid, r, 0)
+                host_end = rec["host_end_ns"][at]
+                ended_late = (host_end > 0) & (host_end + w.offset_ns > w.t1)
+                return valid & (rec["open"][at].astype(bool) | ended_late)
+
+            return region_intervals(w.chunk.region_streams, w.chunk.extcorr, open_at_stop)
+        return self._cached("intervals", build)
+
+    def _attribute(self, raw, launch, correlation):
+        """(record, rule) of each kernel/copy/set row: launch thread first, else stream order."""
+        depth = self._records["depth"] if self._records is not None and len(self._records) else None
+        return combine(launch, raw["device"], raw["stream"], correlation, self._intervals(), depth)
+
+    def _cached(self, key, build):
+        if key not in self._cache:
+            self._cache[key] = build()
+        return self._cache[key]
+
+    @property
+    def kernels(self) -> np.ndarray:
+        """One row per kernel: name (demangled), start_ns/end_ns/duration_ns (CUPTI clock),
+        device, context, stream, grid_*/block_*, registers_per_thread, static_smem,
+        dynamic_smem (bytes per block), local_mem_per_thread, correlation_id, graph_id, region
+        (the gpuprofile region it belongs to, '' if none), region_record (its index in
+        gpuprofile.records(), -1), attribution (the rule that found the region: 'launch' when
+        it was launched from a thread inside the region, 'stream' when another thread enqueued
+        it on the region's stream between the region's events, '' if none; docs/tracing.md),
+        occupancy (theoretical, 0..1), active_blocks_per_sm and occupancy_limiter. In order of
+        arrival; sort by start_ns for time order."""
+        def build():
+            c = self._chunk
+            rec, rule = self._attribute(c.kernels, attribute(c.kernels["correlation_id"], c.extcorr),
+                                        c.kernels["correlation_id"])
+            return build_kernels(c.kernels, c.names, rec, self._region_names(), self._limits_of, rule)
+        return self._cached("kernels", build)
+
+    @property
+    def memcpy(self) -> np.ndarray:
+        """One row per memory copy: times, bytes, kind ('HtoD', 'DtoH', 'DtoD', ...), source and
+        destination memory kinds, device/context/stream, region, gbps (bytes per ns = GB/s)."""
+        def build():
+            c = self._chunk
+            rec, rule = self._attribute(c.memcpy, _copy_record_ids(c.memcpy, c.extcorr),
+                                        _enqueue_order(c.memcpy))
+            return build_memcpy(c.memcpy, rec, self._region_names(), rule)
+        return self._cached("memcpy", build)
+
+    @property
+    def memset(self) -> np.ndarray:
+        """One row per memory set: times, bytes, value, memory kind, device/context/stream, region."""
+        def build():
+            c = self._chunk
+            rec, rule = self._attribute(c.memset, attribute(c.memset["correlation_id"], c.extcorr),
+                                        c.memset["correlation_id"])
+            return build_memset(c.memset, rec, self._region_names(), rule)
+        return self._cached("memset", build)
+
+    @property
+    def memory(self) -> np.ndarray:
+        """Timeline of device allocations and frees (gpuprofile.memory.build_timeline): timestamp,
+        op, kind, device, address, bytes, delta, bytes_in_use (since the profile started)."""
+        def build():
+            c = self._chunk
+            return build_timeline(c.memory, attribute(c.memory["correlation_id"], c.extcorr),
+                                  self._region_names())
+        return self._cached("memory", build)
+
+    def _kernel_codes(self) -> dict:
+        """Integer codes of the kernels' names and region names, with their labels, for grouping
+        without touching the object columns (ids come straight from the C name table)."""
+        def build():
+            c = self._chunk
+            ids = c.kernels["name_id"].astype(np.int64)
+            names = list(c.names) + ["<unknown kernel>"]
+            rec = self.kernels["region_record"]
+            if self._records is not None and len(self._records):
+                per_record, labels = factorize(self._records["name"])
+                valid = (rec >= 0) & (rec < len(per_record))
+                region = np.where(valid, per_record[np.where(valid, rec, 0)], -1)
+            else:
+                labels, region = [], np.full(len(rec), -1, np.int64)
+            return {"name": np.where(ids < len(c.names), ids, len(c.names)), "name_labels": names,
+                    "region": region, "region_labels": labels}
+        return self._cached("codes", build)
+
+    def summary(self) -> Summary:
+        """Kernels grouped by name and by region: calls, total/mean/min/max GPU time, share of the
+        GPU busy time, mean theoretical occupancy and its usual limiter; GPU idle time between a
+        region's kernels; memory peaks of memory=True regions. With concurrent kernels the
+        shares of busy time add up to more than 100%."""
+        w = self._stopped()
+        k = self.kernels
+        busy = sum(busy_ns(k["start_ns"][k["device"] == d], k["end_ns"][k["device"] == d])
+                   for d in np.unique(k["device"]))
+        mem_rows = []
+        if self.mask & MEMORY:
+            mem_rows = region_memory(self.memory, self._records, w.offset_ns, (w.t0, w.t1))
+        codes = self._kernel_codes()
+        return Summary(
+            by_kernel=group_rows(codes["name"], codes["name_labels"], k["duration_ns"],
+                                 k["occupancy"], k["occupancy_limiter"], busy),
+            by_region=region_rows(codes["region"], codes["region_labels"], k["region_record"],
+                                  k["duration_ns"], k["start_ns"], k["end_ns"], k["occupancy"],
+                                  k["occupancy_limiter"], busy),
+            memory_by_region=mem_rows, kernels=len(k), kernel_ms=int(k["duration_ns"].sum()) / 1e6,
+            busy_ms=busy / 1e6, span_ms=(w.t1 - w.t0) / 1e6, dropped=self.dropped,
+            partial=w.partial,
+        )
+
+    def export_chrome_trace(self, path, details: bool = True, samples=None) -> str:
+        """Write a Chrome trace (JSON; gzip-compressed when `path` ends in .gz) that opens in
+        Perfetto (ui.perfetto.dev) and chrome://tracing. `details=False` leaves out per-kernel
+        launch arguments (grid, block, registers, ...) for a smaller file. `samples`: results of
+        gpuprofile.sample() (PM sampling) taken during the profile, added as counter tracks of
+        their GPU. Returns the path."""
+        from .chrome_trace import write_chrome_trace
+
+        w = self._stopped()
+        codes = self._kernel_codes()
+        region = codes["region"]
+        return write_chrome_trace(
+            path, kernels=self.kernels, memcpy=self.memcpy, memset=self.memset,
+            memory=self.memory if self.mask & MEMORY else None, regions=self._records,
+            offset_ns=w.offset_ns, t0_ns=w.t0, t1_ns=w.t1, details=details,
+            metadata={"dropped_records": self.dropped, "partial": w.partial,
+                      "clock_offset_ns": w.offset_ns,
+                      "clock_offset_uncertainty_ns": w.offset_uncertainty_ns},
+            kernel_codes={"name": codes["name"], "region": region}, samples=samples,
+        )
+
+    def to_dict(self) -> dict:
+        """Counts, the summary and how it was measured (the record arrays stay NumPy arrays:
+        p.kernels, p.memcpy, p.memset, p.memory)."""
+        w = self._stopped()
+        return {
+            "kinds": self.kinds, "kernels": len(self.kernels), "memcpy": len(self.memcpy),
+            "memset": len(self.memset), "memory_events": len(self.memory),
+            "dropped": self.dropped, "partial": w.partial, "errors": list(self.errors),
+            "start_ns": w.t0, "stop_ns": w.t1, "clock": "CUPTI timestamp (ns)",
+            "clock_offset_ns": w.offset_ns, "clock_offset_uncertainty_ns": w.offset_uncertainty_ns,
+            "summary": self.summary().to_dict(),
+        }
+
+    def __repr__(self) -> str:
+        if self.state != "stopped":
+            return f"<gpuprofile.profile {self.state}: {', '.join(self.kinds)}>"
+        c = self._chunk
+        return (f"<gpuprofile.profile stopped: {len(c.kernels)} kernels, {len(c.memcpy)} copies, "
+                f"{len(c.memset)} sets, {len(c.memory)} memory events, {c.dropped} dropped"
+                f"{', partial' if self.partial else ''}>")
+
+    def _repr_html_(self) -> str:
+        if self.state != "stopped":
+            return f"<p>{html.escape(repr(self))}</p>"
+        return self.summary()._repr_html_()
+
+
+def running() -> Profile | None:
+    """The profile recording now, if any (e.g. one started without keeping a reference)."""
+    return _running
+
+
+def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
+            regions: bool = True, stream_attribution: bool = True) -> Profile:
+    """Trace the GPU: `with gpuprofile.profile() as p:` or p.start() / p.stop().
+
+    kernels, memcpy, memset: record each kernel / copy / set with its timing and launch details;
+    memory: record device allocations and frees (p.memory timeline, region peaks); regions:
+    attribute each kernel, copy and set to the innermost gpuprofile region open at launch (this
+    also records CUDA API activity, which adds host cost per call); stream_attribution: also
+    attribute work that other threads enqueue on a region's stream while it is open (autograd's
+    backward), by the order of CUDA calls on that stream (see docs/tracing.md); False keeps
+    only the launching thread's rule. Needs a device and CUPTI;
+    raises CuptiError if another profiler holds CUPTI, GpuProfileError if a profile is already
+    recording."""
+    return Profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
+                   stream_attribution=stream_attribution)
+

@@ -1,0 +1,234 @@
+"""Pure functions behind Profile.summary(): busy time, grouping by kernel name and by region,
+GPU idle time between a region's kernels. No device, no globals; tested with exact values."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .._format import Label, html_table, text_table
+
+
+def merged_intervals(starts, ends):
+    """The union of [start, end) intervals as (starts, ends) of disjoint, sorted intervals."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    if s.size == 0:
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > reach[:-1]
+    first = np.flatnonzero(new)
+    return s[first], np.maximum.reduceat(e, first)
+
+
+def busy_ns(starts, ends) -> int:
+    """Length of the union of the intervals: time during which at least one ran."""
+    s, e = merged_intervals(starts, ends)
+    return int((e - s).sum())
+
+
+def _segments(codes):
+    """(order, bounds): `order` sorts `codes` stably; rows order[bounds[i]:bounds[i+1]] share a
+    code."""
+    codes = np.asarray(codes)
+    order = np.argsort(codes, kind="stable")
+    c = codes[order]
+    bounds = np.flatnonzero(np.r_[True, c[1:] != c[:-1], True]) if c.size else np.zeros(1, np.int64)
+    return order, bounds
+
+
+def idle_ns_by_group(groups, starts, ends) -> dict:
+    """For each group id (e.g. a region record): time between its first start and its last end
+    when none of its intervals ran. Vectorized: one sort for all groups."""
+    groups = np.asarray(groups)
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    if groups.size == 0:
+        return {}
+    order = np.lexsort((s, groups))
+    g, s, e = groups[order], s[order], e[order]
+    first = np.r_[True, g[1:] != g[:-1]]
+    rank = np.cumsum(first) - 1
+    seg = np.flatnonzero(first)
+    tmin = int(s.min())
+    span_r = int(max(e.max(), s.max())) - tmin + 1
+    if int(rank[-1] + 1) * span_r >= 2**62:  # too wide to separate groups in one int64
+        return {k: v for k, v in (_idle_one(gk, s[g == gk], e[g == gk]) for gk in g[seg])}
+    lift = rank * span_r
+    reach = np.maximum.accumulate(e - tmin + lift) - lift + tmin  # running max of ends, per group
+    new = first.copy()
+    new[1:] |= s[1:] > reach[:-1]
+    blocks = np.flatnonzero(new)
+    busy = np.bincount(rank[blocks], weights=np.maximum.reduceat(e, blocks) - s[blocks],
+                       minlength=seg.size)
+    span = np.maximum.reduceat(e, seg) - np.minimum.reduceat(s, seg)
+    idle = span - busy.astype(np.int64)
+    return dict(zip(g[seg].tolist(), idle.tolist(), strict=True))
+
+
+def _idle_one(group, starts, ends) -> tuple:
+    return group.item(), int(ends.max() - starts.min()) - busy_ns(starts, ends)
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    """One line of a summary table. Times in ms (totals) and µs (per kernel)."""
+
+    key: str
+    calls: int
+    total_ms: float
+    mean_us: float
+    min_us: float
+    max_us: float
+    pct_busy: float
+    occupancy_pct: float
+    limiter: str
+    instances: int = 0
+    idle_ms: float = float("nan")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def factorize(keys) -> tuple:
+    """(codes, labels) of a sequence of hashable keys, labels in order of first appearance."""
+    seen: dict = {}
+    keys = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
+    codes = np.fromiter((seen.setdefault(k, len(seen)) for k in keys), np.int64, len(keys))
+    return codes, list(seen)
+
+
+def group_rows(codes, labels, durations_ns, occupancy, limiters, busy: int) -> list:
+    """One row per distinct code (labelled labels[code]), largest total first: kernel calls,
+    total/mean/min/max duration, share of the busy time, mean theoretical occupancy and the most
+    common limiter."""
+    d = np.asarray(durations_ns, dtype=np.int64)
+    occ = np.asarray(occupancy, dtype=np.float64)
+    lim, lim_labels = factorize(limiters)
+    order, bounds = _segments(codes)
+    codes = np.asarray(codes)
+    rows = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        idx = order[a:b]
+        dk, ok = d[idx], occ[idx]
+        total = int(dk.sum())
+        finite = ok[np.isfinite(ok)]
+        rows.append(GroupRow(
+            key=str(labels[codes[idx[0]]]), calls=int(idx.size), total_ms=total / 1e6,
+            mean_us=float(dk.mean()) / 1e3, min_us=int(dk.min()) / 1e3, max_us=int(dk.max()) / 1e3,
+            pct_busy=100.0 * total / busy if busy else float("nan"),
+            occupancy_pct=100.0 * float(finite.mean()) if finite.size else float("nan"),
+            limiter=lim_labels[int(np.bincount(lim[idx]).argmax())] or "",
+        ))
+    rows.sort(key=lambda r: (-r.total_ms, r.key))
+    return rows
+
+
+def region_rows(region_codes, region_labels, region_records, durations_ns, starts, ends,
+                occupancy, limiters, busy: int) -> list:
+    """group_rows by region name, plus the number of region instances (records) that launched
+    kernels and the GPU idle time between each instance's kernels, summed per name. Kernels
+    outside any region have code -1 and are labelled '(no region)'."""
+    codes = np.asarray(region_codes, dtype=np.int64)
+    labels = list(region_labels) + ["(no region)"]
+    codes = np.where(codes < 0, len(labels) - 1, codes)
+    rows = group_rows(codes, labels, durations_ns, occupancy, limiters, busy)
+    recs = np.asarray(region_records, dtype=np.int64)
+    inside = recs >= 0
+    idle = idle_ns_by_group(recs[inside], np.asarray(starts)[inside], np.asarray(ends)[inside])
+    uniq, first = np.unique(recs[inside], return_index=True)
+    rec_codes = codes[inside][first]
+    instances = np.bincount(rec_codes, minlength=len(labels))
+    idle_of = np.fromiter((idle[r] for r in uniq.tolist()), np.int64, uniq.size)
+    idle_by = np.bincount(rec_codes, weights=idle_of, minlength=len(labels))
+    index = {label: c for c, label in enumerate(labels)}
+    out = []
+    for row in rows:
+        c = index[row.key]
+        out.append(GroupRow(**{**row.to_dict(), "instances": int(instances[c]),
+                               "idle_ms": idle_by[c] / 1e6 if instances[c] else float("nan")}))
+    return out
+
+
+_KERNEL_HEADERS = ["kernel", "calls", "total ms", "mean us", "min us", "max us", "% busy",
+                   "occupancy %", "limiter"]
+_REGION_HEADERS = ["region", "instances", "kernels", "total ms", "mean us", "min us", "max us",
+                   "% busy", "occupancy %", "idle ms"]
+_MEMORY_HEADERS = ["region", "instances", "peak MiB", "peak above entry MiB", "allocations",
+                   "allocated MiB"]
+
+
+def _kernel_cells(r: GroupRow):
+    return [Label(r.key), r.calls, r.total_ms, r.mean_us, r.min_us, r.max_us, r.pct_busy,
+            r.occupancy_pct, r.limiter]
+
+
+def _region_cells(r: GroupRow):
+    return [r.key, r.instances, r.calls, r.total_ms, r.mean_us, r.min_us, r.max_us, r.pct_busy,
+            r.occupancy_pct, r.idle_ms]
+
+
+def _memory_cells(r: dict):
+    mib = 2.0 ** 20
+    return [r["region"], r["instances"], r["peak_bytes"] / mib, r["peak_above_entry_bytes"] / mib,
+            r["allocations"], r["allocated_bytes"] / mib]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Profile.summary(): kernels grouped by name and by region, memory peaks of memory=True
+    regions, and the totals they are shares of. print() it or show it in a notebook."""
+
+    by_kernel: list
+    by_region: list
+    memory_by_region: list
+    kernels: int
+    kernel_ms: float
+    busy_ms: float
+    span_ms: float
+    dropped: int
+    partial: bool
+
+    def to_dict(self) -> dict:
+        return {
+            "by_kernel": [r.to_dict() for r in self.by_kernel],
+            "by_region": [r.to_dict() for r in self.by_region],
+            "memory_by_region": list(self.memory_by_region),
+            "kernels": self.kernels, "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms,
+            "span_ms": self.span_ms, "dropped": self.dropped, "partial": self.partial,
+        }
+
+    def _title(self) -> str:
+        notes = []
+        if self.dropped:
+            notes.append(f"{self.dropped} RECORDS DROPPED")
+        if self.partial:
+            notes.append("PARTIAL (interrupted)")
+        extra = f" [{'; '.join(notes)}]" if notes else ""
+        return (f"gpuprofile trace: {self.kernels} kernels, {self.kernel_ms:.4g} ms of kernel time, "
+                f"GPU busy {self.busy_ms:.4g} ms of {self.span_ms:.4g} ms{extra}")
+
+    def _tables(self, table) -> list:
+        out = [table(_KERNEL_HEADERS, [_kernel_cells(r) for r in self.by_kernel],
+                     title="by kernel")]
+        if any(r.key != "(no region)" for r in self.by_region):
+            out.append(table(_REGION_HEADERS, [_region_cells(r) for r in self.by_region],
+                             title="by region"))
+        if self.memory_by_region:
+            out.append(table(_MEMORY_HEADERS, [_memory_cells(r) for r in self.memory_by_region],
+                             title="device memory of memory=True regions"))
+        return out
+
+    def __str__(self) -> str:
+        return "\n\n".join([self._title(), *self._tables(text_table)])
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return f"<p><b>{html.escape(self._title())}</b></p>" + "".join(self._tables(html_table))

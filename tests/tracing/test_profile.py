@@ -1,0 +1,271 @@
+"""profile() and memory.track() on any machine: the start/stop state machine, faults during stop
+(Ctrl-C, CUDA errors), another profiler holding CUPTI, CUPTI missing. The C core is replaced by a
+fake where a device would be needed; the GPU tests run the real thing."""
+
+import os
+import subprocess
+import sys
+import types
+
+import numpy as np
+import pytest
+import synthetic as S
+from gpuprofile._activity import KERNELS, MEMORY, REGIONS, Collector
+
+import gpuprofile as gp
+from gpuprofile import _activity
+
+
+class FakeC:
+    """Stands in for gpuprofile._C's activity entry points."""
+
+    def __init__(self, fail_wait=None, dropped=0, memory=None):
+        self.calls = []
+        self.fail_wait = fail_wait
+        self.dropped = dropped
+        self.memory = memory
+        self.now = S.T0
+
+    def _activity_acquire(self, mask):
+        self.calls.append(("acquire", mask))
+
+    def _activity_release(self, mask):
+        self.calls.append(("release", mask))
+
+    def _clock_offset(self):
+        return (S.OFFSET, 10)
+
+    def _cupti_timestamp(self):
+        self.now += 10_000
+        return self.now
+
+    def _activity_flush(self, wait):
+        self.calls.append(("flush", wait))
+        if wait and self.fail_wait is not None:
+            raise self.fail_wait
+
+    def _activity_take(self):
+        k, ext = S.kernels(2)
+        k["start"] = self.now + 1000 + np.arange(2) * 2000
+        k["end"] = k["start"] + 1000
+        mem = self.memory if self.memory is not None else np.zeros(0, _activity.MEMORY_RAW)
+        raw = {"kernels": k.tobytes(), "memcpy": b"", "memset": b"", "memory": mem.tobytes(),
+               "extcorr": ext.tobytes(), "region_streams": b"", "names": ["k(int)", "b", "c"],
+               "dropped": self.dropped}
+        self.memory = None
+        return raw
+
+    def _attribution_state(self):
+        return {"memory_region_entries": 0}
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    c = FakeC()
+    monkeypatch.setattr(_activity, "_C", c)
+    return c
+
+
+def test_start_stop_collects_and_releases(fake):
+    with gp.profile(memcpy=False, memset=False, memory=False) as p:
+        fake.now += 500  # the kernels arrive after the start
+    assert fake.calls == [("acquire", KERNELS | REGIONS), ("flush", True),
+                          ("release", KERNELS | REGIONS)]
+    assert p.kernels["name"].tolist() == ["k(int)", "b"]
+    assert not p.partial and p.dropped == 0
+
+
+def test_regions_false_records_no_api_activity(fake):
+    with gp.profile(regions=False, memory=False):
+        pass
+    assert fake.calls[0] == ("acquire", KERNELS | 2 | 4)
+
+
+def test_started_twice_nested_and_stopped_twice(fake):
+    p = gp.profile()
+    p.start()
+    try:
+        with pytest.raises(gp.GpuProfileError, match="already started"):
+            p.start()
+        with pytest.raises(gp.GpuProfileError, match="cannot nest"):
+            gp.profile().start()
+        from gpuprofile.profiling import running
+
+        assert running() is p
+        with pytest.raises(gp.GpuProfileError, match="results exist once it stopped"):
+            p.summary()
+    finally:
+        p.stop()
+    with pytest.raises(gp.GpuProfileError, match="not running"):
+        p.stop()
+    with pytest.raises(gp.GpuProfileError, match="already started"):
+        p.start()
+    gp.profile().start().stop()  # the next profile is free to start
+
+
+def test_memory_track_may_nest_in_a_profile(fake):
+    with gp.profile(), gp.memory.track() as t:
+        pass
+    assert t.peak_bytes == 0 and t.allocations == 0
+    assert ("acquire", MEMORY) in fake.calls
+
+
+def test_ctrl_c_while_waiting_keeps_a_partial_result(fake):
+    fake.fail_wait = KeyboardInterrupt()
+    p = gp.profile().start()
+    with pytest.raises(KeyboardInterrupt):
+        p.stop()
+    assert fake.calls[-3:] == [("flush", True), ("flush", False), ("release", p.mask)]
+    assert p.partial and len(p.kernels) == 2
+    assert "PARTIAL" in str(p.summary())
+    fake.fail_wait = None
+    gp.profile().start().stop()  # nothing is left half-started
+
+
+def test_error_during_stop_does_not_hide_the_body_exception(fake):
+    fake.fail_wait = gp.CudaError("cudaDeviceSynchronize() on device 0 failed: illegal address")
+    with pytest.raises(ValueError, match="body"), gp.profile() as p:
+        raise ValueError("body")
+    assert p.partial
+    assert any("illegal address" in e for e in p.errors)
+
+
+def test_track_keeps_the_body_exception(fake):
+    fake.fail_wait = gp.CudaError("device lost")
+    with pytest.raises(ValueError, match="body"), gp.memory.track() as t:
+        raise ValueError("body")
+    assert t.partial and any("device lost" in e for e in t.errors)
+
+
+def test_dropped_records_warn(fake):
+    fake.dropped = 5
+    with pytest.warns(RuntimeWarning, match="dropped 5"), gp.profile() as p:
+        pass
+    assert p.dropped == 5
+
+
+def test_memory_track_fills_results(fake):
+    fake.memory = S.memory_events([(S.T0 + 15_000, "alloc", 256 << 20, 0x10),
+                                   (S.T0 + 16_000, "free", 0, 0x10)])
+    with gp.memory.track() as t:
+        pass
+    assert (t.peak_bytes, t.current_bytes, t.allocations, t.frees) == (256 << 20, 0, 1, 1)
+    assert t.largest_allocation == 256 << 20 and len(t.timeline) == 2
+    with pytest.raises(gp.GpuProfileError, match="already used"), t:
+        pass
+
+
+def test_torch_profiler_recording_is_reported(fake, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch.autograd.profiler",
+                        types.SimpleNamespace(_is_profiler_enabled=True))
+    with pytest.raises(gp.CuptiError, match="torch.profiler is recording"):
+        gp.profile().start()
+    with pytest.raises(gp.CuptiError, match="torch.profiler"), gp.memory.track():
+        pass
+    assert fake.calls == []  # CUPTI untouched
+    assert _activity.torch_profiler_active()
+
+
+def test_collector_window_clips_to_its_time(fake):
+    c = Collector(KERNELS, "test")
+    c.start()
+    w = c.stop()
+    assert w.t0 < w.t1 and len(w.chunk.kernels) == 2 and c.window is w
+    k = w.chunk.kernels.copy()
+    k["start"] = [w.t0 - 5000, 0]  # ended before the window; no timestamps (kept)
+    k["end"] = [w.t0 - 1, 0]
+    clipped = _activity.clip(_activity.Chunk(k, *(getattr(w.chunk, f) for f in (
+        "memcpy", "memset", "memory", "extcorr")), names=[]), w.t0, w.t1)
+    assert clipped.kernels["start"].tolist() == [0]
+
+
+def test_cupti_missing_is_reported_everywhere():
+    env = dict(os.environ, GPUPROFILE_CUPTI_PATH="/nonexistent/libcupti.so")
+    code = ("import gpuprofile as gp\n"
+            "for call in (lambda: gp.profile().start(), lambda: gp.memory.track().__enter__()):\n"
+            "    try:\n        call()\n    except gp.CuptiError as e:\n        print('CuptiError', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    assert out.stdout.count("CuptiError CUPTI (libcupti.so.13) not found") == 2
+    assert "/nonexistent/libcupti.so" in out.stdout
+
+
+def test_activity_entry_points_validate_and_idle():
+    C = gp._C
+    with pytest.raises(ValueError, match="mask"):
+        C._activity_acquire(128)
+    with pytest.raises(ValueError, match="mask"):
+        C._activity_acquire(32)  # the CUDA_EVENT kind is gone: stream order needs no GPU clock
+    with pytest.raises(TypeError):
+        C._activity_acquire("kernels")
+    C._activity_release(0)
+    raw = C._activity_take()  # empty here unless earlier GPU tests left late records
+    assert len(raw["kernels"]) % 88 == 0 and isinstance(raw["names"], list)
+    state = C._activity_state()
+    assert state["refs"] == {"kernel": 0, "memcpy": 0, "memset": 0, "memory": 0, "regions": 0}
+    assert C._attribution_state()["tracing"] is False
+
+
+def test_kernel_names_are_demangled_by_the_cxx_runtime():
+    got = gp._C._intern_kernel_names(["_Z6k_copyPK6float4PS_m", "plain_c_kernel",
+                           "_ZN4cute6kernelIiEEvT_", "_Z6k_copyPK6float4PS_m"])
+    assert got[0][1] == "k_copy(float4 const*, float4*, unsigned long)"
+    assert got[1][1] == "plain_c_kernel"
+    assert got[2][1] == "void cute::kernel<int>(int)"
+    assert got[3][0] == got[0][0]  # interned once
+
+
+@pytest.mark.skipif(gp.device_count() > 0, reason="checks the no-device behaviour")
+def test_profile_without_a_gpu_raises_no_device():
+    with pytest.raises(gp.NoDeviceError):
+        gp.profile().start()
+
+
+def _stub_cupti(tmp_path, version, skip=()):
+    """A fake libcupti.so exporting every function gpuprofile binds (except `skip`)."""
+    import re
+    import shutil
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    header = os.path.join(os.path.dirname(__file__), "..", "..", "csrc", "core", "cupti_loader.h")
+    with open(header) as f:
+        names = re.findall(r"X\((cupti\w+)\)", f.read())
+    lines = ["#include <stdint.h>",
+             f"int cuptiGetVersion(uint32_t *v) {{ *v = {version}; return 0; }}"]
+    lines += [f"int {n}(void) {{ return 0; }}" for n in names
+              if n != "cuptiGetVersion" and n not in skip]
+    src = tmp_path / "stub.c"
+    src.write_text("\n".join(lines) + "\n")
+    lib = tmp_path / "libcupti.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
+    return str(lib)
+
+
+def _start_with(lib):
+    env = dict(os.environ, GPUPROFILE_CUPTI_PATH=lib)
+    code = ("import gpuprofile as gp\ntry:\n    gp.profile().start()\n"
+            "except gp.CuptiError as e:\n    print('CuptiError', e)\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          check=True).stdout
+
+
+def test_cupti_of_the_wrong_version_is_reported(tmp_path):
+    out = _start_with(_stub_cupti(tmp_path, 120000))
+    assert "CuptiError CUPTI API version 120000 is not CUDA 13's" in out
+
+
+def test_cupti_missing_a_function_is_reported(tmp_path):
+    out = _start_with(_stub_cupti(tmp_path, 130001, skip=("cuptiActivityFlushAll",)))
+    assert "CuptiError the CUPTI library lacks cuptiActivityFlushAll" in out
+
+
+def test_numpy_mirrors_match_the_c_structs():
+    dtypes = {"kernel": _activity.KERNEL_RAW, "memcpy": _activity.MEMCPY_RAW,
+              "memset": _activity.MEMSET_RAW, "memory": _activity.MEMORY_RAW,
+              "extcorr": _activity.EXTCORR_RAW, "region_stream": _activity.REGION_STREAM_RAW}
+    renamed = {"grid": "grid_x", "block": "block_x"}  # arrays in C, three fields in NumPy
+    for struct, fields in gp._C._activity_layouts().items():
+        for name, offset in fields:
+            assert dtypes[struct].fields[renamed.get(name, name)][1] == offset, (struct, name)
