@@ -1,6 +1,6 @@
 """The attention kernels on a GPU, against the float64 reference, with the derived tolerance
-(2 × the error of a same-precision naive implementation + a small floor). Fresh random inputs
-every run; every output is poisoned with NaN first, so an element a kernel fails to write shows.
+(2 × the error of a same-precision naive implementation + a small floor). Random inputs,
+seeded by the case; every output is poisoned with NaN first, so an element a kernel fails to write shows.
 torch and CuPy are used where installed, never required."""
 
 import zlib
