@@ -298,3 +298,18 @@ def test_default_stream_regions_are_shared_by_name():
         pass
 
     assert gp.region(Name("sub")) is not gp.region(Name("sub"))
+
+
+def test_record_layout_comes_from_the_c_struct():
+    """records() reads the packed records with the dtype C describes (_C._record_layout), not a
+    hand-kept mirror: every record is one itemsize, every field inside it."""
+    from gpuprofile import _C
+    from gpuprofile.regions import _RAW_DTYPE
+
+    for _ in range(3):
+        with gp.region("layout"):
+            pass
+    names, packed = _C._records()
+    assert len(packed) == 3 * _RAW_DTYPE.itemsize
+    assert all(off + dt.itemsize <= _RAW_DTYPE.itemsize for dt, off in _RAW_DTYPE.fields.values())
+    assert list(names) == ["layout"]
