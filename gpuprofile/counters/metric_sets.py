@@ -2,7 +2,7 @@
 
 Each set is a tuple of full CUPTI metric names (Hopper / GH100 names; every one is validated
 offline against CUPTI's host API in tests/counters/test_metric_sets.py) with a short note on how to read
-it. docs/metrics.md explains the sets at length. `gpu__time_duration.sum` is added to every
+it. docs/counters.md explains the sets at length. `gpu__time_duration.sum` is added to every
 collection, so durations are always known.
 """
 
