@@ -4,7 +4,7 @@ ARCHS ?= 80;90
 
 .PHONY: help build test test-gpu bench format lint clean
 
-C_SOURCES = $(wildcard csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h)
+C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h)
 # Reformatted with the tracing work that owns them (they are being edited on another branch).
 C_NOT_YET_FORMATTED = csrc/tracing/activity.c csrc/tracing/activity.h csrc/tracing/attribution.c \
                       csrc/tracing/attribution.h

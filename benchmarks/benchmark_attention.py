@@ -26,7 +26,7 @@ from gpuprofile._format import text_table
 from gpuprofile.kernels import reference as ref
 
 MAX_VARIANT = _C.ATTENTION_MAX_VARIANT
-# "<impl>_v<N>": impl with variant=N, the alternative tiles kept for tuning (kernels/NOTES.md)
+# "<impl>_v<N>": impl with variant=N, the alternative tiles kept for tuning (kernels/attention/NOTES.md)
 VARIANTS = tuple(f"flash_tc_v{i}" for i in range(1, MAX_VARIANT + 1)) + ("flash_v1",)
 OURS = ("naive", "flash", "flash_tc") + VARIANTS
 

@@ -2,7 +2,7 @@
 
     python benchmarks/check_attention.py --output attention_check.json
 
-1. the GPU tests of tests/test_attention_gpu.py (float64 reference, derived tolerance, ragged
+1. the GPU tests of tests/kernels/test_attention_gpu.py (float64 reference, derived tolerance, ragged
    sequences 1..4097, batch/head variety, causal, NaN/Inf propagation, poisoned outputs,
    strided and misaligned inputs, torch/CuPy interop where installed);
 2. compute-sanitizer memcheck, racecheck and synccheck on benchmarks/attention_smoke.py (every
@@ -46,7 +46,7 @@ def run_tests():
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n", flush=True)
-    return {"step": "pytest -m gpu tests/test_attention_gpu.py", "ok": proc.returncode == 0,
+    return {"step": "pytest -m gpu tests/kernels/test_attention_gpu.py", "ok": proc.returncode == 0,
             "summary": tail(proc.stdout, 1), "seconds": time.perf_counter() - t0}
 
 
@@ -110,7 +110,7 @@ def main(argv=None):
     p.add_argument("--output", default="attention_check.json")
     p.add_argument("--max-time", type=float, default=1.0, help="seconds per timed benchmark")
     p.add_argument("--variants", action="store_true",
-                   help="time every flash_tc variant and flash's variant 1 (kernels/NOTES.md) too")
+                   help="time every flash_tc variant and flash's variant 1 (kernels/attention/NOTES.md) too")
     p.add_argument("--sanitizers", default="memcheck,racecheck,synccheck",
                    help="comma list of compute-sanitizer tools to run on attention_smoke.py")
     p.add_argument("--skip-tests", action="store_true")

@@ -6,7 +6,7 @@ Compiles kernels/attention_*.cu with the build's nvcc flags plus -Xptxas -v and 
 kernel: registers, spill stores/loads, stack, static shared memory; and, when cuobjdump (with
 nvdisasm) is found, counts of the instructions that show the design is what it claims: HMMA
 (tensor-core mma), LDSM (ldmatrix), LDGSTS (cp.async), MUFU.EX2 (exp2), LDL/STL (local memory,
-which should be absent). kernels/NOTES.md records its output.
+which should be absent). kernels/attention/NOTES.md records its output.
 """
 
 from __future__ import annotations

@@ -93,7 +93,7 @@ def report():
 
 
 # Hardware counters (gpuprofile/counters/) and the benchmark helper (gpuprofile/bench/): loaded
-# on first use, so `import gpuprofile` stays fast. See docs/metrics.md and docs/benchmark.md.
+# on first use, so `import gpuprofile` stays fast. See docs/counters.md and docs/benchmark.md.
 _LAZY = {
     "metrics": "counters.metrics", "metric_passes": "counters.metrics",
     "region_metrics": "counters.metrics", "MetricsResult": "counters.result",

@@ -1,7 +1,7 @@
 """Other CUPTI clients in this process: is torch.profiler (Kineto) using CUPTI right now?
 
 torch.profiler keeps CUPTI's one callback subscriber for the rest of the process once it has run,
-even when it is not recording. gpuprofile may then take CUPTI over (csrc/cupti_loader.c), but
+even when it is not recording. gpuprofile may then take CUPTI over (csrc/core/cupti_loader.c), but
 never while torch records or is warming up, since that would take Kineto's records away. These
 checks never import torch; they look only at a torch that is already loaded.
 """

@@ -40,6 +40,7 @@ MOVED = {
 class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self, package: str):
         self.package = package
+        self._specs = {}  # alias name -> the target's own spec, between create and exec
 
     def find_spec(self, fullname, path=None, target=None):
         head, _, old = fullname.rpartition(".")
@@ -49,10 +50,13 @@ class _Alias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 
     def create_module(self, spec):
         old = spec.name.rpartition(".")[2]
-        return importlib.import_module(f"{self.package}.{MOVED[old]}")
+        module = importlib.import_module(f"{self.package}.{MOVED[old]}")
+        self._specs[spec.name] = module.__spec__  # the import system sets the alias spec next
+        return module
 
     def exec_module(self, module):
-        pass  # the target module was executed by its own import
+        # The module already ran under its own name; keep its own spec (reload, pickling).
+        module.__spec__ = self._specs.pop(module.__spec__.name)
 
 
 def install(package: str) -> None:

@@ -11,24 +11,8 @@ from . import _C
 from ._format import html_table, text_table
 from ._stats import summary
 
-# Mirrors gp_record_out in csrc/regions.c (56 bytes).
-_RAW_DTYPE = np.dtype(
-    [
-        ("host_start_ns", "<i8"),
-        ("host_end_ns", "<i8"),
-        ("gpu_ms", "<f8"),
-        ("parent", "<i8"),
-        ("thread", "<u8"),
-        ("depth", "<i4"),
-        ("device", "<i4"),
-        ("name_index", "<i4"),
-        ("raised", "u1"),
-        ("failed", "u1"),
-        ("open", "u1"),
-        ("memory", "u1"),
-    ]
-)
-assert _RAW_DTYPE.itemsize == 56
+# The packed records of _C._records(): the layout comes from the C struct (gp_record_out).
+_RAW_DTYPE = np.dtype(_C._record_layout())
 
 RECORD_DTYPE = np.dtype(
     [

@@ -117,4 +117,6 @@ def test_moved_modules_keep_their_old_paths():
     from gpuprofile import _moved
 
     for old, new in _moved.MOVED.items():
-        assert importlib.import_module(f"gpuprofile.{old}") is importlib.import_module(f"gpuprofile.{new}")
+        module = importlib.import_module(f"gpuprofile.{old}")
+        assert module is importlib.import_module(f"gpuprofile.{new}")
+        assert module.__spec__.name == f"gpuprofile.{new}"

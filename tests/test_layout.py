@@ -116,6 +116,27 @@ def cycles(graph):
     return sorted(found)
 
 
+WINGS = {  # feature: its folder (or file) in each layer; docs/architecture.md draws them
+    "regions": ["csrc/regions", "gpuprofile/regions.py", "tests/regions", "docs/quickstart.md"],
+    "benchmark": ["csrc/bench", "kernels/harness", "gpuprofile/bench", "tests/bench", "docs/benchmark.md"],
+    "tracing": ["csrc/tracing", "gpuprofile/tracing", "tests/tracing", "docs/tracing.md"],
+    "counters": ["csrc/counters", "gpuprofile/counters", "tests/counters", "docs/counters.md"],
+    "bundled kernels": ["csrc/workloads", "kernels/attention", "gpuprofile/kernels", "tests/kernels",
+                        "docs/attention.md"],
+}
+
+
+def test_every_wing_has_its_place_in_every_layer():
+    missing = [p for paths in WINGS.values() for p in paths if not (ROOT / p).exists()]
+    assert missing == []
+    assert (ROOT / "csrc/core").is_dir() and (ROOT / "docs/architecture.md").is_file()
+
+
+def test_the_core_depends_on_no_wing():
+    core = {u: deps for u, deps in c_graph().items() if u.startswith("csrc/core/")}
+    assert {d for deps in core.values() for d in deps if not d.startswith("csrc/core/")} == set()
+
+
 def test_cycle_finder_on_a_small_graph():
     graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"c"}, "e": {"a"}}
     assert cycles(graph) == [["a", "b"], ["c", "d"]]

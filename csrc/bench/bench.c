@@ -15,7 +15,7 @@
  * Why a gate: without it the GPU runs each iteration as soon as it is enqueued, so a start event
  * can fire while the host is still inside fn and the host's launch latency lands in the sample.
  * Behind the gate the whole batch is queued before the GPU starts, and runs back to back. The gate
- * times out (kernels/bench_kernels.cu), so a host that blocks while it holds the stream (fn
+ * times out (kernels/harness/bench_kernels.cu), so a host that blocks while it holds the stream (fn
  * synchronizes, a lazy module load, a full launch queue) costs one timeout, never a hang; the
  * batch then reports GP_GATE_TIMED_OUT and Python discards it.
  *

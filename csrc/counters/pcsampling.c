@@ -1,6 +1,6 @@
 /* _C.PCSampler.
  *
- * Python equivalent of one collection (gpuprofile/pcsampling.py drives it):
+ * Python equivalent of one collection (gpuprofile/counters/stalls.py drives it):
  *
  *     s = PCSampler(period=None, max_pcs=4096)   # enable + configure on the current device
  *     try:

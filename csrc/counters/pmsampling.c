@@ -1,6 +1,6 @@
 /* _C.PmSampler.
  *
- * Python equivalent of one collection (gpuprofile/pmsampling.py drives it):
+ * Python equivalent of one collection (gpuprofile/counters/sample.py drives it):
  *
  *     s = PmSampler(config, names, host, interval_ns=20000, max_samples=2000)
  *     try:

@@ -1,6 +1,6 @@
 /* _C.RangeProfiler.
  *
- * Python equivalent of one collection (gpuprofile/counters.py drives it):
+ * Python equivalent of one collection (gpuprofile/counters/metrics.py drives it):
  *
  *     rp = RangeProfiler(config_image, names, range="user", replay="user", max_ranges=1)
  *     try:

@@ -325,7 +325,7 @@ PyDoc_STRVAR(region_doc,
              "None (the legacy default stream), an int handle, or an object with\n"
              "__cuda_stream__ or .cuda_stream. Without a device the host clock is used.\n"
              "metrics: hardware counters for the block (a set name such as 'sol', or metric\n"
-             "names); read them with gpuprofile.region_metrics(name). See docs/metrics.md.\n"
+             "names); read them with gpuprofile.region_metrics(name). See docs/counters.md.\n"
              "memory=True tracks device allocations while the region is open, for its peak\n"
              "(gpuprofile.memory.region_peaks()).");
 

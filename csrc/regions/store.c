@@ -2,6 +2,7 @@
 #include "store.h"
 #include "core/errors.h"
 #include "core/events.h"
+#include "core/layout.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -12,7 +13,7 @@
 #define GP_EVENT_SOFT_LIMIT 65536
 #define GP_EVENT_GROW 128
 
-/* The layout records() hands to Python; gpuprofile/regions.py mirrors it. */
+/* The layout _records() hands to Python; _record_layout() gives NumPy its dtype. */
 typedef struct {
     int64_t host_start_ns, host_end_ns;
     double gpu_ms;
@@ -454,8 +455,24 @@ pool_stats(PyObject *module, PyObject *unused)
     return d;
 }
 
+/* _record_layout() -> the NumPy dtype dict of gp_record_out (gpuprofile/regions.py). */
+static PyObject *
+record_layout(PyObject *module, PyObject *unused)
+{
+    static const gp_layout_field fields[] = {
+        GP_LAYOUT_FIELD(gp_record_out, host_start_ns), GP_LAYOUT_FIELD(gp_record_out, host_end_ns),
+        GP_LAYOUT_FIELD(gp_record_out, gpu_ms),        GP_LAYOUT_FIELD(gp_record_out, parent),
+        GP_LAYOUT_FIELD(gp_record_out, thread),        GP_LAYOUT_FIELD(gp_record_out, depth),
+        GP_LAYOUT_FIELD(gp_record_out, device),        GP_LAYOUT_FIELD(gp_record_out, name_index),
+        GP_LAYOUT_FIELD(gp_record_out, raised),        GP_LAYOUT_FIELD(gp_record_out, failed),
+        GP_LAYOUT_FIELD(gp_record_out, open),          GP_LAYOUT_FIELD(gp_record_out, memory),
+    };
+    return gp_layout_dtype(fields, sizeof fields / sizeof fields[0], sizeof(gp_record_out));
+}
+
 static PyMethodDef module_methods[] = {
     {"_records", records_raw, METH_NOARGS, "Resolve and return (names, packed records)."},
+    {"_record_layout", record_layout, METH_NOARGS, "NumPy dtype dict of the packed records."},
     {"reset", regions_reset, METH_NOARGS, "reset()\n--\n\nForget every region record."},
     {"enable", regions_enable, METH_NOARGS, "enable()\n--\n\nTime regions (the default)."},
     {"disable", regions_disable, METH_NOARGS,

@@ -24,7 +24,7 @@ static const char *const arg_names[] = {"q", "k", "v", "out"};
 
 _Static_assert((int)GP_DTYPE_F32 == (int)GP_ATTN_F32 && (int)GP_DTYPE_F16 == (int)GP_ATTN_F16 &&
                    (int)GP_DTYPE_BF16 == (int)GP_ATTN_BF16,
-               "arrays.h and kernels/attention.h number dtypes alike");
+               "array.h and kernels/attention/attention.h number dtypes alike");
 
 typedef struct {
     gp_array a[4]; /* q, k, v, out */
@@ -556,7 +556,7 @@ static PyMethodDef attention_methods[] = {
      "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None, "
      "variant=0)\n--\n\n"
      "See gpuprofile.kernels.attention. `variant` selects alternative kernel "
-     "configurations for tuning (kernels/NOTES.md): flash_tc 1..ATTENTION_MAX_VARIANT, "
+     "configurations for tuning (kernels/attention/NOTES.md): flash_tc 1..ATTENTION_MAX_VARIANT, "
      "flash 1 (others as 0); 0 is the default."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks."},

@@ -1,4 +1,4 @@
-/* The Python entry of the attention kernels (kernels/attention.h): argument checks, array
+/* The Python entry of the attention kernels (kernels/attention/attention.h): argument checks, array
  * plumbing (host copies, device arrays, streams), workspace and launch. */
 #ifndef GP_ATTENTION_PY_H
 #define GP_ATTENTION_PY_H

@@ -5,7 +5,7 @@
 #include "core/streams.h"
 #include "core/util.h"
 
-#include "harness/probe.h" /* kernels/probe.h */
+#include "harness/probe.h" /* kernels/harness/probe.h */
 
 /* A dim3 from an int or a tuple of 1 to 3 positive ints. */
 static int

@@ -1,4 +1,4 @@
-/* Private launchers for the probe kernels (kernels/probe.cu), for tests and benchmarks of
+/* Private launchers for the probe kernels (kernels/harness/probe.cu), for tests and benchmarks of
  * tracing: _C._probe_launch, _probe_attributes, _probe_occupancy, _launch_empty. */
 #ifndef GP_PROBES_H
 #define GP_PROBES_H

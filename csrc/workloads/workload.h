@@ -1,4 +1,4 @@
-/* _C.Workload: the calibration workloads of kernels/workloads.h with their buffers, for the
+/* _C.Workload: the calibration workloads of kernels/harness/workloads.h with their buffers, for the
  * counter tests, the ceilings and the benchmarks: Workload("copy" | "ffma" | "mma" | "chase").
  * Each knows its exact analytic counts (bytes, FFMAs, mma instructions, FLOPs). */
 #ifndef GP_WORKLOAD_H

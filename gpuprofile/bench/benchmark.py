@@ -1,7 +1,7 @@
 """gpuprofile.benchmark: time a callable the way a careful kernel engineer would, with the
 uncertainty attached.
 
-The C core (csrc/bench.c) enqueues and times batches of iterations. This module validates the
+The C core (csrc/bench/bench.c) enqueues and times batches of iterations. This module validates the
 options, runs the first call and the warm-up, sizes the batches, applies the stopping rule and
 builds the BenchmarkResult. The loop driver (`collect`) takes any *sample source* with
 `run(n) -> Batch`, so the stopping rule is tested with fake sources (tests/bench/test_bench.py).
@@ -31,7 +31,7 @@ _MODES = ("cold", "hot", "graph")
 _CLOCKS = ("auto", "cupti", "gpu", "host")
 _PEAKS = ("fp32", "fp16_tensor")
 
-_GATE_TIMED_OUT = 2  # GP_GATE_TIMED_OUT in kernels/bench_kernels.h
+_GATE_TIMED_OUT = 2  # GP_GATE_TIMED_OUT in kernels/harness/bench_kernels.h
 # The gate gives up after this long (or 20x the batch's expected enqueue time, if longer). A batch
 # is sized to enqueue in well under it, so only a host that blocks reaches it.
 _GATE_TIMEOUT_S = 0.1

@@ -1,8 +1,8 @@
 """Named metric sets for gpuprofile.metrics() and region(metrics=...).
 
 Each set is a tuple of full CUPTI metric names (Hopper / GH100 names; every one is validated
-offline against CUPTI's host API in tests/test_metric_sets.py) with a short note on how to read
-it. docs/metrics.md explains the sets at length. `gpu__time_duration.sum` is added to every
+offline against CUPTI's host API in tests/counters/test_metric_sets.py) with a short note on how to read
+it. docs/counters.md explains the sets at length. `gpu__time_duration.sum` is added to every
 collection, so durations are always known.
 """
 

@@ -143,7 +143,7 @@ def metrics(fn, *args, metrics="sol", per: str = "kernel", max_passes: int | Non
     """Hardware counters of fn(*args, **kwargs).
 
     metrics: a set name ("sol", "roofline", "occupancy", "tensor", "memory", "stalls"; see
-        gpuprofile.metric_sets), a metric name, or a list of either. Unknown names raise
+        gpuprofile.counters.metric_sets), a metric name, or a list of either. Unknown names raise
         ValueError with close matches.
     per: "kernel" (one range per kernel, in launch order, plus combined totals) or "call" (one
         range around the whole call: exact totals).

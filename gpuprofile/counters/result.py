@@ -1,5 +1,5 @@
 """MetricsResult: the plain-data result of gpuprofile.metrics() and region(metrics=...), with
-text and HTML rendering (SOL bars) and the verdicts of _verdicts.py."""
+text and HTML rendering (SOL bars) and the verdicts of verdicts.py."""
 
 from __future__ import annotations
 

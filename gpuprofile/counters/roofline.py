@@ -1,7 +1,7 @@
 """Measured ceilings and the roofline plot.
 
 gpuprofile.ceilings() measures, once per device, what this GPU actually sustains with the
-calibration workloads of kernels/workloads.cu: DRAM bandwidth (a float4 copy of 1 GiB; read +
+calibration workloads of kernels/harness/workloads.cu: DRAM bandwidth (a float4 copy of 1 GiB; read +
 write bytes over the best time of 10 launches), the FP32 peak (independent FFMA chains) and the
 tensor-core peak (fp16 -> fp32 mma.sync.m16n8k16). Measured at the clocks the GPU runs at (no
 clock locking). On Hopper, wgmma kernels can exceed the mma.sync peak; the tensor ceiling is

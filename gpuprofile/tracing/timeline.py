@@ -30,7 +30,7 @@ def timeline_dtype():
 
 
 def build_timeline(raw, region_record=None, region_names=None):
-    """The timeline of MEMORY2 records `raw` (gpuprofile._activity.MEMORY_RAW), in time order.
+    """The timeline of MEMORY2 records `raw` (gpuprofile.tracing.activity.MEMORY_RAW), in time order.
 
     delta is +bytes for an allocation and -bytes for a free (a free reported with 0 bytes takes
     the size of the allocation at the same address); bytes_in_use is the running sum of the

@@ -37,9 +37,9 @@ typedef struct {
     float scale; /* > 0: scores are scale * q·k */
     int causal;  /* key j is visible to query i when j <= i */
     gp_attn_dtype dtype;
-    /* 0 the default; alternatives kept for tuning on the device (kernels/NOTES.md): flash_tc
-     * 1..GP_ATTN_MAX_VARIANT (tile shapes, pipeline depth, lazy rescale), flash 1 (prefetching
-     * loads; other values run the default); naive ignores it. */
+    /* 0 the default; alternatives kept for tuning on the device (kernels/attention/NOTES.md):
+     * flash_tc 1..GP_ATTN_MAX_VARIANT (tile shapes, pipeline depth, lazy rescale), flash 1
+     * (prefetching loads; other values run the default); naive ignores it. */
     int variant;
 } gp_attn_params;
 

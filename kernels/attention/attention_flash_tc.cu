@@ -23,10 +23,10 @@
 //   v3  head_dim 128 default: 32 rows per warp, 64-key tiles, Q re-read from shared memory, and
 //       the lazy rescale (the running max moves only when a row's max grew by more than 2^8, so
 //       most tiles skip rescaling O). Measured faster than v2 on an H200; v2 stays variant 3.
-//   Variant 1 (variant=1, for tuning on the device; kernels/NOTES.md): Q re-read from shared
-//       memory every tile instead of held in registers. At head_dim 128 this allows 32 rows per
-//       warp (MT=2) with 32-key tiles, FlashAttention-2's shape: twice the FLOPs per byte read
-//       from shared memory, at 248 registers and 2 blocks per SM.
+//   Variant 1 (variant=1, for tuning on the device; kernels/attention/NOTES.md): Q re-read
+//       from shared memory every tile instead of held in registers. At head_dim 128 this
+//       allows 32 rows per warp (MT=2) with 32-key tiles, FlashAttention-2's shape: twice the
+//       FLOPs per byte read from shared memory, at 248 registers and 2 blocks per SM.
 #include "attention_tc.cuh"
 
 namespace gp_attn {
@@ -267,7 +267,7 @@ launch(const gp_attn_params &p, cudaStream_t stream)
 }
 
 // The variants (p.variant), as (head_dim 64, head_dim 128) configurations. 0 is the default;
-// the others are kept for tuning on the device, and kernels/NOTES.md predicts each.
+// the others are kept for tuning on the device, and kernels/attention/NOTES.md predicts each.
 // Defaults chosen on an H200 (2026-11-22, docs/benchmarks.md): at head_dim 128 FlashAttention-2's
 // shape with the lazy rescale (363 TFLOP/s, non-causal, seq 4096) beat v2's 16-row warps (301).
 //   0  MT2 BN64 3 stages, Q in regs           | MT2 BN64 2 stages, Q from smem, lazy

@@ -30,7 +30,7 @@ def test_every_set_is_valid_offline(name):
 
 
 def test_set_pass_counts_on_gh100():
-    # Recorded so that a CUPTI upgrade that changes them is noticed (docs/metrics.md quotes them).
+    # Recorded so that a CUPTI upgrade that changes them is noticed (docs/counters.md quotes them).
     passes = {name: gp.metric_passes(name, chip=CHIP) for name in SETS}
     assert passes == {"sol": 9, "roofline": 7, "occupancy": 1, "tensor": 2, "memory": 8, "stalls": 7}
 
@@ -78,7 +78,7 @@ def test_split():
 def test_docs_list_every_metric_of_every_set():
     import pathlib
 
-    doc = (pathlib.Path(__file__).parents[2] / "docs" / "metrics.md").read_text()
+    doc = (pathlib.Path(__file__).parents[2] / "docs" / "counters.md").read_text()
     for s in SETS.values():
         assert f"### `{s.name}`" in doc
         assert f"({gp.metric_passes(s.name, chip=CHIP)} pass" in doc, s.name

@@ -1,8 +1,8 @@
 """Truth checks for hardware counters on a GPU: measured values against the exact counts of the
-calibration workloads (kernels/workloads.cu), verdicts on kernels of known character, and the
+calibration workloads (kernels/harness/workloads.cu), verdicts on kernels of known character, and the
 error paths (the profiler must be usable again after any failure).
 
-Run: python -m pytest -q -m gpu tests/test_metrics_gpu.py
+Run: python -m pytest -q -m gpu tests/counters/test_metrics_gpu.py
 """
 
 import json

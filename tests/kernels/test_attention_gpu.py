@@ -61,7 +61,7 @@ def test_matches_reference(impl, dtype, head_dim, seq, causal):
 @pytest.mark.parametrize("seq", [1, 17, 127, 1000, 4097])
 @pytest.mark.parametrize("causal", [False, True])
 def test_flash_tc_variants(variant, head_dim, seq, causal):
-    """The alternative tiles kept for tuning (kernels/attention_flash_tc.cu lists them)."""
+    """The alternative tiles kept for tuning (kernels/attention/attention_flash_tc.cu lists them)."""
     dtype = "float16" if variant % 2 else "bfloat16"  # both element types across the variants
     q, k, v = inputs((2, 2, seq, head_dim) if seq < 4097 else (1, 1, seq, head_dim), dtype)
     out = poisoned(q.shape, dtype)

@@ -320,3 +320,18 @@ def test_a_thread_that_ends_inside_a_region_leaves_a_failed_record():
     assert not rec["open"].any() and rec["failed"].all()
     gp.reset()  # no region is left open
     assert len(gp.records()) == 0
+
+
+def test_record_layout_comes_from_the_c_struct():
+    """records() reads the packed records with the dtype C describes (_C._record_layout), not a
+    hand-kept mirror: every record is one itemsize, every field inside it."""
+    from gpuprofile import _C
+    from gpuprofile.regions import _RAW_DTYPE
+
+    for _ in range(3):
+        with gp.region("layout"):
+            pass
+    names, packed = _C._records()
+    assert len(packed) == 3 * _RAW_DTYPE.itemsize
+    assert all(off + dt.itemsize <= _RAW_DTYPE.itemsize for dt, off in _RAW_DTYPE.fields.values())
+    assert list(names) == ["layout"]
