@@ -28,6 +28,7 @@
 #include "regions/regions.h"
 #include "tracing/activity.h"
 #include "tracing/attribution.h"
+#include "tracing/records.h"
 #include "workloads/attention_py.h"
 #include "workloads/device_array.h"
 #include "workloads/launch.h"
@@ -66,6 +67,7 @@ static int (*const inits[])(PyObject *) = {
     gp_cubins_init,
     gp_pmsampling_init,
     /* tracing */
+    gp_records_init,
     gp_activity_init,
     gp_attribution_init,
     /* benchmark */

@@ -2,6 +2,7 @@
  * GIL held, on the thread that enters or exits the region. */
 #include "attribution.h"
 #include "activity.h"
+#include "records.h"
 #include "core/cupti_loader.h"
 #include "core/device.h"
 #include "core/errors.h"
@@ -32,8 +33,8 @@ push_id(int64_t rec)
 {
     if (pushed.n == GP_MAX_PUSHED)
         return 0;
-    GP_CUPTI_CHECK(gp_cupti.cuptiActivityPushExternalCorrelationId(GP_EXTERNAL_KIND,
-                                                                   (uint64_t)rec + 1));
+    GP_CUPTI_CHECK(
+        gp_cupti.cuptiActivityPushExternalCorrelationId(GP_EXTERNAL_KIND, (uint64_t)rec + 1));
     pushed.ids[pushed.n++] = rec;
     return 0;
 error:
@@ -76,7 +77,7 @@ note_stream(int64_t rec, int before)
         stream_errors++;
         last_stream_error = ctx == NULL ? -1 : (int)res;
     }
-    gp_activity_note_region_stream(rec, (uint32_t)device, id, before);
+    gp_records_note_region_stream(rec, (uint32_t)device, id, before);
 }
 
 /* After an exit, the parent becomes innermost: make sure it is the one on top. */
@@ -175,11 +176,11 @@ static const gp_region_observer observer = {observe_enter, observe_exit, NULL};
 static PyObject *
 attribution_state(PyObject *module, PyObject *unused)
 {
-    return Py_BuildValue("{s:O,s:i,s:i,s:K,s:K,s:K,s:i}", "tracing",
-                         tracing ? Py_True : Py_False, "pushed_on_this_thread", pushed.n,
-                         "memory_regions_open_on_this_thread", tracked.n, "memory_region_entries",
-                         memory_entries, "pop_errors", pop_errors, "stream_errors", stream_errors,
-                         "last_stream_error", last_stream_error);
+    return Py_BuildValue("{s:O,s:i,s:i,s:K,s:K,s:K,s:i}", "tracing", tracing ? Py_True : Py_False,
+                         "pushed_on_this_thread", pushed.n, "memory_regions_open_on_this_thread",
+                         tracked.n, "memory_region_entries", memory_entries, "pop_errors",
+                         pop_errors, "stream_errors", stream_errors, "last_stream_error",
+                         last_stream_error);
 }
 
 static PyMethodDef attribution_methods[] = {

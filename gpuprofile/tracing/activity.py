@@ -20,44 +20,16 @@ from .attribution import attribute  # noqa: F401  (re-exported: memory, tests)
 
 KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS = 1, 2, 4, 8, 16
 
-# Mirrors gp_kernel_out (88 bytes).
-KERNEL_RAW = np.dtype([
-    ("start", "<u8"), ("end", "<u8"), ("correlation_id", "<u4"), ("name_id", "<u4"),
-    ("device", "<u4"), ("context", "<u4"), ("stream", "<u4"),
-    ("grid_x", "<i4"), ("grid_y", "<i4"), ("grid_z", "<i4"),
-    ("block_x", "<i4"), ("block_y", "<i4"), ("block_z", "<i4"),
-    ("static_smem", "<i4"), ("dynamic_smem", "<i4"), ("local_mem_per_thread", "<u4"),
-    ("smem_executed", "<u4"), ("graph_id", "<u4"), ("registers_per_thread", "<u2"),
-    ("launch_type", "u1"), ("pad0", "u1"), ("pad1", "<u4"),
-])
-# Mirrors gp_memcpy_out (48 bytes).
-MEMCPY_RAW = np.dtype([
-    ("start", "<u8"), ("end", "<u8"), ("bytes", "<u8"), ("correlation_id", "<u4"),
-    ("runtime_correlation_id", "<u4"), ("device", "<u4"), ("context", "<u4"), ("stream", "<u4"),
-    ("copy_kind", "u1"), ("src_kind", "u1"), ("dst_kind", "u1"), ("flags", "u1"),
-])
-# Mirrors gp_memset_out (48 bytes).
-MEMSET_RAW = np.dtype([
-    ("start", "<u8"), ("end", "<u8"), ("bytes", "<u8"), ("correlation_id", "<u4"),
-    ("device", "<u4"), ("context", "<u4"), ("stream", "<u4"), ("value", "<u4"),
-    ("memory_kind", "<u2"), ("flags", "<u2"),
-])
-# Mirrors gp_memory_out (48 bytes).
-MEMORY_RAW = np.dtype([
-    ("timestamp", "<u8"), ("address", "<u8"), ("bytes", "<u8"), ("correlation_id", "<u4"),
-    ("device", "<u4"), ("context", "<u4"), ("stream", "<u4"), ("operation", "u1"),
-    ("memory_kind", "u1"), ("is_async", "u1"), ("pad0", "u1"), ("pad1", "<u4"),
-])
-# Mirrors gp_extcorr_out (16 bytes).
-EXTCORR_RAW = np.dtype([("external_id", "<u8"), ("correlation_id", "<u4"), ("pad", "<u4")])
-# Mirrors gp_region_stream_out (24 bytes): the CUPTI stream a traced region records its events on.
-REGION_STREAM_RAW = np.dtype([
-    ("record", "<i8"), ("device", "<u4"), ("stream", "<u4"), ("before", "<u4"), ("pad", "<u4"),
-])
-
-for _dtype, _size in ((KERNEL_RAW, 88), (MEMCPY_RAW, 48), (MEMSET_RAW, 48), (MEMORY_RAW, 48),
-                      (EXTCORR_RAW, 16), (REGION_STREAM_RAW, 24)):
-    assert _dtype.itemsize == _size, (_dtype, _size)
+# The records' dtypes, from the C structs themselves (csrc/tracing/records.h): kernels, copies,
+# sets, allocations/frees, external correlations (CUDA call -> region record), and the CUPTI stream
+# each traced region records its events on.
+_LAYOUTS = {name: np.dtype(layout) for name, layout in _C._activity_layouts().items()}
+KERNEL_RAW = _LAYOUTS["kernel"]
+MEMCPY_RAW = _LAYOUTS["memcpy"]
+MEMSET_RAW = _LAYOUTS["memset"]
+MEMORY_RAW = _LAYOUTS["memory"]
+EXTCORR_RAW = _LAYOUTS["extcorr"]
+REGION_STREAM_RAW = _LAYOUTS["region_stream"]
 
 
 @dataclass

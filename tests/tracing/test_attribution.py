@@ -16,7 +16,7 @@ from gpuprofile.pytest_plugin import summary_lines
 def _ext(pairs):
     e = np.zeros(len(pairs), _activity.EXTCORR_RAW)
     for k, (corr, rec) in enumerate(pairs):
-        e[k] = (rec + 1, corr, 0)
+        e[k]["external_id"], e[k]["correlation_id"] = rec + 1, corr
     return e
 
 

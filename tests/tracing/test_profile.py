@@ -261,11 +261,15 @@ def test_cupti_missing_a_function_is_reported(tmp_path):
     assert "CuptiError the CUPTI library lacks cuptiActivityFlushAll" in out
 
 
-def test_numpy_mirrors_match_the_c_structs():
-    dtypes = {"kernel": _activity.KERNEL_RAW, "memcpy": _activity.MEMCPY_RAW,
-              "memset": _activity.MEMSET_RAW, "memory": _activity.MEMORY_RAW,
-              "extcorr": _activity.EXTCORR_RAW, "region_stream": _activity.REGION_STREAM_RAW}
-    renamed = {"grid": "grid_x", "block": "block_x"}  # arrays in C, three fields in NumPy
-    for struct, fields in gp._C._activity_layouts().items():
-        for name, offset in fields:
-            assert dtypes[struct].fields[renamed.get(name, name)][1] == offset, (struct, name)
+def test_record_dtypes_come_from_the_c_structs():
+    """The activity records' dtypes are the C structs' layouts (_C._activity_layouts): sizes as
+    the C side fixes them, every field inside the record, names Python code relies on."""
+    sizes = {"kernel": 88, "memcpy": 48, "memset": 48, "memory": 48, "extcorr": 16,
+             "region_stream": 24}
+    for struct, layout in gp._C._activity_layouts().items():
+        dt = np.dtype(layout)
+        assert dt.itemsize == sizes[struct], struct
+        assert all(off + f.itemsize <= dt.itemsize for f, off in dt.fields.values()), struct
+    k = _activity.KERNEL_RAW
+    assert k.fields["grid_y"][1] == k.fields["grid_x"][1] + 4 and k["block_z"] == np.dtype("<i4")
+    assert _activity.REGION_STREAM_RAW.names == ("record", "device", "stream", "before")
