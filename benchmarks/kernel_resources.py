@@ -2,8 +2,8 @@
 
     python benchmarks/kernel_resources.py [--arch 90] [--cuobjdump PATH]
 
-Compiles kernels/attention_*.cu with the build's nvcc flags plus -Xptxas -v and prints, per
-kernel: registers, spill stores/loads, stack, static shared memory; and, when cuobjdump (with
+Compiles kernels/attention/attention_*.cu with the build's nvcc flags plus -Xptxas -v and prints,
+per kernel: registers, spill stores/loads, stack, static shared memory; and, when cuobjdump (with
 nvdisasm) is found, counts of the instructions that show the design is what it claims: HMMA
 (tensor-core mma), LDSM (ldmatrix), LDGSTS (cp.async), MUFU.EX2 (exp2), LDL/STL (local memory,
 which should be absent). kernels/attention/NOTES.md records its output.
@@ -78,7 +78,7 @@ def main(argv=None):
         header += "".join(f" {op:>8}" for op in SASS_OPS)
     print(header)
     with tempfile.TemporaryDirectory() as tmp:
-        for src in sorted(glob.glob(os.path.join(ROOT, "kernels", "attention_*.cu"))):
+        for src in sorted(glob.glob(os.path.join(ROOT, "kernels", "attention", "attention_*.cu"))):
             obj = os.path.join(tmp, os.path.basename(src) + ".o")
             rows = compile_one(args.nvcc, src, args.arch, obj)
             counts = sass_counts(args.cuobjdump, obj) if args.cuobjdump else {}

@@ -158,3 +158,10 @@ def test_no_source_file_over_the_limit():
     sources = [*_c_files(), *(ROOT / "gpuprofile").rglob("*.py")]
     long = {str(p.relative_to(ROOT)): n for p in sources if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert {k: v for k, v in long.items() if k not in OVERSIZED_ALLOWED} == {}
+
+
+def test_c_never_imports_gpuprofile_by_name():
+    """Python installs its hooks into C (docs/architecture.md); C importing a gpuprofile module
+    would tie the core to the package layout and to import order."""
+    pattern = re.compile(r'PyImport_\w+\(\s*"gpuprofile')
+    assert [str(p.relative_to(ROOT)) for p in _c_files() if pattern.search(p.read_text())] == []

@@ -81,8 +81,9 @@ error:
     return NULL;
 }
 
-/* _bench_read(pointer, nbytes, sink, stream): one read pass over a buffer (see kernels/bench.cu).
- * `sink` is a device word the kernel could write (never does for zeroed data). */
+/* _bench_read(pointer, nbytes, sink, stream): one read pass over a buffer (see
+ * kernels/harness/bench_kernels.cu). `sink` is a device word the kernel could write (never does for
+ * zeroed data). */
 static PyObject *
 bench_read(PyObject *module, PyObject *args)
 {
