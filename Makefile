@@ -6,9 +6,7 @@ ARCHS ?= 80;90
 
 C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h)
 # Reformatted with the tracing work that owns them (they are being edited on another branch).
-C_NOT_YET_FORMATTED = csrc/tracing/activity.c csrc/tracing/activity.h csrc/tracing/attribution.c \
-                      csrc/tracing/attribution.h
-C_FORMATTED = $(filter-out $(C_NOT_YET_FORMATTED),$(C_SOURCES))
+C_FORMATTED = $(C_SOURCES)
 
 help:
 	@echo "build     editable install (GPUPROFILE_CUDA_ARCHS=$(ARCHS))"

@@ -1,5 +1,5 @@
-"""gpuprofile.profile(): CUPTI activity tracing of what the GPU ran. (The module is named
-profiling so that it does not shadow the function gpuprofile.profile.)
+"""gpuprofile.profile(): CUPTI activity tracing of what the GPU ran (gpuprofile.tracing.profile;
+the old path gpuprofile.profiling still imports it).
 
     with gpuprofile.profile() as p:      # or p = gpuprofile.profile(); p.start(); ...; p.stop()
         with gpuprofile.region("attn"):
