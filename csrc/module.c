@@ -28,6 +28,7 @@
 #include "regions/regions.h"
 #include "tracing/activity.h"
 #include "tracing/attribution.h"
+#include "tracing/pylines.h"
 #include "tracing/records.h"
 #include "workloads/attention_py.h"
 #include "workloads/device_array.h"
@@ -70,6 +71,7 @@ static int (*const inits[])(PyObject *) = {
     gp_records_init,
     gp_activity_init,
     gp_attribution_init,
+    gp_pylines_init,
     /* benchmark */
     gp_bench_init,
     gp_bench_host_init,

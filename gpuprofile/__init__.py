@@ -75,14 +75,14 @@ def stats(name: str):
 
 
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True):
+            regions: bool = True, stream_attribution: bool = True, python_stacks=False):
     """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
     (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
     gpuprofile.tracing.profile.profile."""
     from .tracing.profile import profile as _profile
 
     return _profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                    stream_attribution=stream_attribution)
+                    stream_attribution=stream_attribution, python_stacks=python_stacks)
 
 
 def report():

@@ -248,6 +248,13 @@ likely_holder(int *injected)
 }
 
 static int subscriber_users;
+
+#define GP_MAX_CALLBACKS 128
+static struct {
+    gp_cupti_callback id;
+    int count;
+} enabled[GP_MAX_CALLBACKS];
+static size_t n_enabled;
 static int takeovers;           /* times an idle Kineto subscriber was displaced */
 static PyObject *foreign_check; /* () -> bool: is torch.profiler recording now? */
 static char last_holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1];
@@ -339,12 +346,62 @@ gp_cupti_release(void)
         return;
     (void)gp_cupti.cuptiUnsubscribe(subscriber);
     subscriber = NULL;
+    n_enabled = 0; /* a new subscriber starts with every callback off */
 }
 
 CUpti_SubscriberHandle
 gp_cupti_subscriber(void)
 {
     return subscriber;
+}
+
+static int
+find_enabled(const gp_cupti_callback *cb)
+{
+    for (size_t k = 0; k < n_enabled; k++)
+        if (enabled[k].id.domain == cb->domain && enabled[k].id.cbid == cb->cbid)
+            return (int)k;
+    return -1;
+}
+
+int
+gp_cupti_callbacks_off(const gp_cupti_callback *cbs, size_t n)
+{
+    int rc = 0;
+    for (size_t k = 0; k < n; k++) {
+        int at = find_enabled(&cbs[k]);
+        if (at < 0 || --enabled[at].count > 0)
+            continue;
+        if (subscriber != NULL && gp_cupti.cuptiEnableCallback(0, subscriber, cbs[k].domain,
+                                                               cbs[k].cbid) != CUPTI_SUCCESS)
+            rc = -1;
+        enabled[at] = enabled[--n_enabled];
+    }
+    return rc;
+}
+
+int
+gp_cupti_callbacks_on(const gp_cupti_callback *cbs, size_t n)
+{
+    size_t k = 0;
+    for (; k < n; k++) {
+        int at = find_enabled(&cbs[k]);
+        if (at >= 0) {
+            enabled[at].count++;
+            continue;
+        }
+        if (n_enabled == GP_MAX_CALLBACKS) {
+            PyErr_SetString(gp_CuptiError, "too many CUPTI callbacks enabled");
+            goto error;
+        }
+        GP_CUPTI_CHECK(gp_cupti.cuptiEnableCallback(1, subscriber, cbs[k].domain, cbs[k].cbid));
+        enabled[n_enabled].id = cbs[k];
+        enabled[n_enabled++].count = 1;
+    }
+    return 0;
+error:
+    (void)gp_cupti_callbacks_off(cbs, k);
+    return -1;
 }
 
 int

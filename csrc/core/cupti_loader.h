@@ -135,6 +135,18 @@ typedef void (*gp_cupti_handler)(void *userdata, CUpti_CallbackDomain domain, CU
 int gp_cupti_add_handler(gp_cupti_handler handler, void *userdata);
 void gp_cupti_remove_handler(gp_cupti_handler handler, void *userdata);
 
+/* Callbacks enabled on the subscriber, counted per (domain, cbid): features that share one (the
+ * launch log, Python lines) enable it once, and it is disabled when the last one is done. The
+ * caller holds a gp_cupti_subscribe() claim across on/off; GIL held. on: 0, or -1 with
+ * CuptiError and nothing enabled. */
+typedef struct {
+    CUpti_CallbackDomain domain;
+    CUpti_CallbackId cbid;
+} gp_cupti_callback;
+int gp_cupti_callbacks_on(const gp_cupti_callback *cbs, size_t n);
+/* -1 (no exception) if CUPTI refused to disable one; the counts drop regardless. */
+int gp_cupti_callbacks_off(const gp_cupti_callback *cbs, size_t n);
+
 int gp_cupti_loader_init(PyObject *module);
 
 #endif

@@ -13,10 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const struct {
-    CUpti_CallbackDomain domain;
-    CUpti_CallbackId cbid;
-} launch_callbacks[] = {
+static const gp_cupti_callback launch_callbacks[] = {
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000},
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000},
     {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060},
@@ -36,7 +33,6 @@ static const struct {
 };
 #define N_CALLBACKS (sizeof launch_callbacks / sizeof launch_callbacks[0])
 
-static uint32_t previous_state[N_CALLBACKS];
 static int handler_added;
 static int on;              /* atomic: the log is recording */
 static unsigned generation; /* atomic: bumped at each start, resets stale per-thread state */
@@ -125,19 +121,6 @@ clear_log(void)
     pthread_mutex_unlock(&lock);
 }
 
-static int
-restore_callbacks(size_t upto)
-{
-    CUpti_SubscriberHandle sub = gp_cupti_subscriber();
-    int rc = 0;
-    for (size_t k = 0; k < upto; k++)
-        if (!previous_state[k] &&
-            gp_cupti.cuptiEnableCallback(0, sub, launch_callbacks[k].domain,
-                                         launch_callbacks[k].cbid) != CUPTI_SUCCESS)
-            rc = -1;
-    return rc;
-}
-
 /* _launch_log_start(): start logging launches (clears the log). */
 static PyObject *
 log_start(PyObject *module, PyObject *unused)
@@ -155,23 +138,14 @@ log_start(PyObject *module, PyObject *unused)
         }
         handler_added = 1;
     }
-    CUpti_SubscriberHandle sub = gp_cupti_subscriber();
-    size_t k = 0;
-    for (; k < N_CALLBACKS; k++) {
-        GP_CUPTI_CHECK(gp_cupti.cuptiGetCallbackState(
-            &previous_state[k], sub, launch_callbacks[k].domain, launch_callbacks[k].cbid));
-        if (!previous_state[k])
-            GP_CUPTI_CHECK(gp_cupti.cuptiEnableCallback(1, sub, launch_callbacks[k].domain,
-                                                        launch_callbacks[k].cbid));
+    if (gp_cupti_callbacks_on(launch_callbacks, N_CALLBACKS) < 0) {
+        gp_cupti_release();
+        return NULL;
     }
     clear_log();
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&on, 1, __ATOMIC_RELEASE);
     Py_RETURN_NONE;
-error:
-    (void)restore_callbacks(k);
-    gp_cupti_release();
-    return NULL;
 }
 
 /* _launch_log_take() -> ([demangled names], complete): the names logged since the last take. */
@@ -199,14 +173,15 @@ log_take(PyObject *module, PyObject *unused)
     return list ? Py_BuildValue("(NO)", list, complete ? Py_True : Py_False) : NULL;
 }
 
-/* _launch_log_stop(): stop logging and restore the callbacks' previous state. */
+/* _launch_log_stop(): stop logging; the launch callbacks go off unless another feature uses them.
+ */
 static PyObject *
 log_stop(PyObject *module, PyObject *unused)
 {
     if (!__atomic_exchange_n(&on, 0, __ATOMIC_ACQ_REL))
         Py_RETURN_NONE;
     clear_log();
-    int rc = restore_callbacks(N_CALLBACKS);
+    int rc = gp_cupti_callbacks_off(launch_callbacks, N_CALLBACKS);
     gp_cupti_release();
     if (rc < 0) {
         PyErr_SetString(gp_CuptiError,
@@ -219,7 +194,7 @@ log_stop(PyObject *module, PyObject *unused)
 static PyMethodDef log_methods[] = {
     {"_launch_log_start", log_start, METH_NOARGS, "Start logging kernel launch names."},
     {"_launch_log_take", log_take, METH_NOARGS, "Names logged since the last take, and complete."},
-    {"_launch_log_stop", log_stop, METH_NOARGS, "Stop logging; restore the callbacks."},
+    {"_launch_log_stop", log_stop, METH_NOARGS, "Stop logging launches."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -155,7 +155,22 @@ def _kernel_prefix(col, i, details: bool) -> str:
                 "occ": round(100 * occ, 1) if np.isfinite(occ) else None}
     if region:
         args["region"] = region
+    if _python_line(col, i):
+        args["python"] = _python_line(col, i)
     return head + (f'"args":{json.dumps(args, separators=(",", ":"))},' if args else "")
+
+
+def _python_line(col, i) -> str:
+    """The row's python_line ('' for arrays without the column)."""
+    try:
+        return col("python_line")[i]
+    except (KeyError, ValueError):
+        return ""
+
+
+def _python_codes(records, col):
+    """Codes of the python_line column, so that rows from different lines are not merged."""
+    return [_factorize(col("python_line"))] if "python_line" in records.dtype.names else []
 
 
 def _kernel_events(kernels, base: int, details: bool, codes=None):
@@ -168,7 +183,7 @@ def _kernel_events(kernels, base: int, details: bool, codes=None):
     codes = codes or {}
     name = codes["name"][keep] if "name" in codes else _factorize(col("name"))
     region = codes["region"][keep] if "region" in codes else _factorize(col("region"))
-    columns = [name, region, col("device"), col("stream")]
+    columns = [name, region, col("device"), col("stream"), *_python_codes(kernels, col)]
     if details:
         columns += [col(f) for f in _KERNEL_CONFIG]
     start = col("start_ns")
@@ -183,7 +198,8 @@ def _copy_events(records, base: int, cat: str, details: bool):
         return
     col = _columns(records, keep)
     label = col("kind") if cat == "memcpy" else col("memory_kind")
-    columns = [_factorize(label), _factorize(col("region")), col("device"), col("stream")]
+    columns = [_factorize(label), _factorize(col("region")), col("device"), col("stream"),
+               *_python_codes(records, col)]
     if details:
         columns.append(col("bytes"))
     start = col("start_ns")
@@ -192,6 +208,8 @@ def _copy_events(records, base: int, cat: str, details: bool):
         args = {"bytes": int(col("bytes")[i])} if details else {}
         if col("region")[i]:
             args["region"] = col("region")[i]
+        if _python_line(col, i):
+            args["python"] = _python_line(col, i)
         prefix = (f'"cat":"{cat}","name":{json.dumps(name)},'
                   f'"pid":{GPU_PID_BASE + int(col("device")[i])},"tid":{int(col("stream")[i])},')
         if args:

@@ -16,11 +16,13 @@ clock of gpuprofile.records() (time.monotonic_ns): host_ns = cupti_ns - clock_of
 from __future__ import annotations
 
 import html
+import os
 import warnings
 
 import numpy as np
 
 from .. import _C
+from . import pylines
 from .activity import KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
 from .attribution import RULES, attribute, combine, region_intervals
 from .occupancy import limits_for, occupancy
@@ -36,18 +38,20 @@ KERNEL_DTYPE = np.dtype([
     ("local_mem_per_thread", "<i4"), ("correlation_id", "<u4"), ("graph_id", "<u4"),
     ("region", object), ("region_record", "<i8"), ("attribution", object), ("occupancy", "<f4"),
     ("active_blocks_per_sm", "<i4"), ("occupancy_limiter", object),
+    ("python_line", object), ("python_stack", "<i8"),
 ])
 MEMCPY_DTYPE = np.dtype([
     ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"), ("bytes", "<u8"),
     ("kind", object), ("src_kind", object), ("dst_kind", object), ("device", "<i4"),
     ("context", "<u4"), ("stream", "<u4"), ("correlation_id", "<u4"), ("region", object),
     ("region_record", "<i8"), ("attribution", object), ("gbps", "<f8"),
+    ("python_line", object), ("python_stack", "<i8"),
 ])
 MEMSET_DTYPE = np.dtype([
     ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"), ("bytes", "<u8"),
     ("value", "<u4"), ("memory_kind", object), ("device", "<i4"), ("context", "<u4"),
     ("stream", "<u4"), ("correlation_id", "<u4"), ("region", object), ("region_record", "<i8"),
-    ("attribution", object),
+    ("attribution", object), ("python_line", object), ("python_stack", "<i8"),
 ])
 
 COPY_KINDS = ("unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH",
@@ -171,7 +175,8 @@ class Profile:
     gpuprofile.profile()."""
 
     def __init__(self, kernels: bool = True, memcpy: bool = True, memset: bool = True,
-                 memory: bool = True, regions: bool = True, stream_attribution: bool = True):
+                 memory: bool = True, regions: bool = True, stream_attribution: bool = True,
+                 python_stacks=False):
         flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
                      stream_attribution=stream_attribution)
         for key, value in flags.items():
@@ -185,6 +190,8 @@ class Profile:
         if regions and self.mask & (KERNELS | MEMCPY | MEMSET):
             self.mask |= REGIONS
         self.stream_attribution = stream_attribution and bool(self.mask & REGIONS)
+        self.python_stacks = pylines.mode_of(python_stacks)
+        self.python_lines: pylines.PyLines | None = None
         self.kinds = [k for k, v in flags.items() if v]
         self.state = "new"
         self.errors: list = []
@@ -206,6 +213,12 @@ class Profile:
                                      "returns it; memory.track() may nest)")
         collector = Collector(self.mask, "gpuprofile.profile()")
         collector.start()
+        if self.python_stacks:
+            try:
+                _C._pylines_start(self.python_stacks == "stack", pylines.excluded_prefixes())
+            except BaseException:
+                collector.stop(wait=False)
+                raise
         self._collector = collector
         _running = self
         self.state = "running"
@@ -218,6 +231,8 @@ class Profile:
         if self.state != "running":
             raise _C.GpuProfileError(f"profile.stop(): the profile is {self.state}, not running")
         try:
+            if self.python_stacks:
+                self._take_python_lines()
             self._collector.stop(wait=True)
         finally:
             _running = None
@@ -245,6 +260,15 @@ class Profile:
             self.errors.append(f"stop() after the body raised: {stop_error}")
         return False
 
+    def _take_python_lines(self) -> None:
+        try:
+            _C._pylines_stop()
+        finally:
+            raw = _C._pylines_take()
+            self.python_lines = pylines.PyLines.from_raw(self.python_stacks, raw)
+            if raw["lost"]:
+                self.errors.append(f"{raw['lost']} Python-line notes lost (out of memory)")
+
     def _snapshot_regions(self) -> None:
         from ..regions import records
 
@@ -255,10 +279,12 @@ class Profile:
             self.errors.append(f"region records unavailable: {exc}")
 
     @classmethod
-    def _from_window(cls, window: Window, records=None, limits=None, **flags) -> Profile:
+    def _from_window(cls, window: Window, records=None, limits=None, python_lines=None,
+                     **flags) -> Profile:
         """A stopped profile over given records (tests, synthetic traces). `limits` maps device
-        index to SMLimits."""
+        index to SMLimits; `python_lines` is a tracing.pylines.PyLines."""
         p = cls(**flags)
+        p.python_lines = python_lines
         p.state = "stopped"
         p._window = window
         p._records = records
@@ -356,7 +382,10 @@ class Profile:
             c = self._chunk
             rec, rule = self._attribute(c.kernels, attribute(c.kernels["correlation_id"], c.extcorr),
                                         c.kernels["correlation_id"])
-            return build_kernels(c.kernels, c.names, rec, self._region_names(), self._limits_of, rule)
+            out = build_kernels(c.kernels, c.names, rec, self._region_names(), self._limits_of, rule)
+            out["python_line"], _, out["python_stack"] = pylines.columns(
+                self.python_lines, c.kernels["correlation_id"])
+            return out
         return self._cached("kernels", build)
 
     @property
@@ -367,7 +396,10 @@ class Profile:
             c = self._chunk
             rec, rule = self._attribute(c.memcpy, _copy_record_ids(c.memcpy, c.extcorr),
                                         _enqueue_order(c.memcpy))
-            return build_memcpy(c.memcpy, rec, self._region_names(), rule)
+            out = build_memcpy(c.memcpy, rec, self._region_names(), rule)
+            out["python_line"], _, out["python_stack"] = pylines.columns(
+                self.python_lines, c.memcpy["runtime_correlation_id"], c.memcpy["correlation_id"])
+            return out
         return self._cached("memcpy", build)
 
     @property
@@ -377,7 +409,10 @@ class Profile:
             c = self._chunk
             rec, rule = self._attribute(c.memset, attribute(c.memset["correlation_id"], c.extcorr),
                                         c.memset["correlation_id"])
-            return build_memset(c.memset, rec, self._region_names(), rule)
+            out = build_memset(c.memset, rec, self._region_names(), rule)
+            out["python_line"], _, out["python_stack"] = pylines.columns(
+                self.python_lines, c.memset["correlation_id"])
+            return out
         return self._cached("memset", build)
 
     @property
@@ -431,6 +466,50 @@ class Profile:
             busy_ms=busy / 1e6, span_ms=(w.t1 - w.t0) / 1e6, dropped=self.dropped,
             partial=w.partial,
         )
+
+    def _python_rows(self):
+        """(site, stack, leaf name, duration_ns, is_kernel) over kernels, copies and sets."""
+        lines = self._python_lines_or_raise()
+        c = self._chunk
+        parts = [(lines.lookup(c.kernels["correlation_id"]), self.kernels["name"],
+                  self.kernels["duration_ns"], True),
+                 (lines.lookup(c.memcpy["runtime_correlation_id"], c.memcpy["correlation_id"]),
+                  np.array([f"Memcpy {k}" for k in self.memcpy["kind"]], dtype=object),
+                  self.memcpy["duration_ns"], False),
+                 (lines.lookup(c.memset["correlation_id"]),
+                  np.full(len(self.memset), "Memset", dtype=object), self.memset["duration_ns"],
+                  False)]
+        site = np.concatenate([p[0][0] for p in parts])
+        stack = np.concatenate([p[0][1] for p in parts])
+        leaf = np.concatenate([p[1] for p in parts])
+        duration = np.concatenate([p[2] for p in parts])
+        kernel = np.concatenate([np.full(len(p[2]), p[3]) for p in parts])
+        return lines, site, stack, leaf, duration, kernel
+
+    def _python_lines_or_raise(self) -> pylines.PyLines:
+        self._stopped()
+        if self.python_lines is None:
+            raise _C.GpuProfileError("this profile has no Python lines: record them with "
+                                     "gpuprofile.profile(python_stacks=True) (or 'stack')")
+        return self.python_lines
+
+    def by_line(self, per: str = "line") -> pylines.LineTable:
+        """GPU time per Python source line (per="function": per function) that launched the
+        kernels, copies and sets, largest first, with the line's source; work from threads
+        without a Python frame (autograd's) in one row. Needs profile(python_stacks=...)."""
+        lines, site, _, _, duration, kernel = self._python_rows()
+        return pylines.by_line(lines, site, duration, kernel, per)
+
+    def export_collapsed_stacks(self, path, collapse_libraries: bool = False) -> str:
+        """Write GPU time by Python stack as collapsed stacks ('frame;...;kernel ns' lines) for
+        speedscope or flamegraph.pl; full stacks with python_stacks='stack', the launching line
+        alone with 'line'. collapse_libraries merges runs of library frames. Returns the path."""
+        lines, site, stack, leaf, duration, _ = self._python_rows()
+        text = pylines.collapsed_stacks(lines, site, stack, leaf, duration, collapse_libraries)
+        path = os.fspath(path)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
 
     def export_chrome_trace(self, path, details: bool = True, samples=None) -> str:
         """Write a Chrome trace (JSON; gzip-compressed when `path` ends in .gz) that opens in
@@ -486,7 +565,8 @@ def running() -> Profile | None:
 
 
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True) -> Profile:
+            regions: bool = True, stream_attribution: bool = True,
+            python_stacks=False) -> Profile:
     """Trace the GPU: `with gpuprofile.profile() as p:` or p.start() / p.stop().
 
     kernels, memcpy, memset: record each kernel / copy / set with its timing and launch details;
@@ -495,9 +575,11 @@ def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memo
     also records CUDA API activity, which adds host cost per call); stream_attribution: also
     attribute work that other threads enqueue on a region's stream while it is open (autograd's
     backward), by the order of CUDA calls on that stream (see docs/tracing.md); False keeps
-    only the launching thread's rule. Needs a device and CUPTI;
+    only the launching thread's rule; python_stacks: True or "line" notes the user's Python line
+    that launched each kernel, copy and set (p.by_line(), python_line columns), "stack" the whole
+    Python stack too (p.export_collapsed_stacks()). Needs a device and CUPTI;
     raises CuptiError if another profiler holds CUPTI, GpuProfileError if a profile is already
     recording."""
     return Profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                   stream_attribution=stream_attribution)
+                   stream_attribution=stream_attribution, python_stacks=python_stacks)
 

@@ -107,7 +107,7 @@ def test_profile_attributes_synthetic_work_of_another_thread():
     p = _synthetic_profile()
     assert p.kernels["region"].tolist() == ["step", "step", ""]
     assert p.kernels["attribution"].tolist() == ["launch", "stream", ""]
-    assert len(p.memcpy) == 0 and p.memcpy.dtype.names[-2] == "attribution"
+    assert len(p.memcpy) == 0 and "attribution" in p.memcpy.dtype.names
     off = _synthetic_profile(stream_attribution=False)
     assert off.kernels["attribution"].tolist() == ["launch", "", ""]
 

@@ -1,0 +1,223 @@
+"""GPU time per Python line: which line of the user's code launched each kernel, copy and set.
+
+`gpuprofile.profile(python_stacks="line")` (or True) notes, at every CUDA launch, copy, set and
+graph launch made by a thread that holds the GIL, the innermost *user* frame: the first frame,
+from the innermost outwards, whose file is not in the standard library, in site-packages or in
+gpuprofile (csrc/tracing/pylines.c reads the frames inside CUPTI's callback, on the launching
+thread). `"stack"` keeps the whole Python stack as well. Work launched by threads without a
+Python frame (autograd's engine threads, C++ worker threads) is labelled NO_FRAME.
+
+Pure functions below turn the notes into per-row columns, the by-line table and the collapsed
+stacks of a flame graph; gpuprofile.tracing.profile calls them.
+"""
+
+from __future__ import annotations
+
+import html
+import linecache
+import os
+import site
+import sysconfig
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import _C
+from .._format import html_table, text_table
+
+NO_FRAME = "<no Python frame>"
+MODES = {False: None, None: None, True: "line", "line": "line", "stack": "stack"}
+NOTE_RAW = np.dtype(_C._pylines_layout())
+NONE = 0xFFFFFFFF
+
+
+def mode_of(python_stacks) -> str | None:
+    """None, "line" or "stack" from profile(python_stacks=...); ValueError naming the choices."""
+    if python_stacks is None or isinstance(python_stacks, bool | str):
+        mode = MODES.get(python_stacks, "?")
+        if mode != "?":
+            return mode
+    raise ValueError(f"python_stacks must be False, True, 'line' or 'stack', got "
+                     f"{python_stacks!r}")
+
+
+def excluded_prefixes() -> tuple:
+    """File prefixes that are not user code: the standard library, site-packages, gpuprofile."""
+    paths = sysconfig.get_paths()
+    found = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    try:
+        found.update(site.getsitepackages())
+        found.add(site.getusersitepackages())
+    except AttributeError:  # some embedded interpreters lack them
+        pass
+    found.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    prefixes = {os.path.join(os.path.realpath(p), "") for p in found if p}
+    prefixes |= {os.path.join(p, "") for p in found if p}
+    return tuple(sorted(prefixes)) + ("<frozen ",)
+
+
+@dataclass
+class PyLines:
+    """What one profile noted: notes (correlation id -> site, stack), the site table (file, line,
+    function, user) and the stacks (site ids, innermost first)."""
+
+    mode: str
+    notes: np.ndarray
+    sites: list
+    stacks: list
+    lost: int = 0
+    _labels: np.ndarray = field(default=None, repr=False)
+
+    @classmethod
+    def from_raw(cls, mode: str, raw: dict) -> PyLines:
+        return cls(mode, np.frombuffer(raw["notes"], NOTE_RAW), list(raw["sites"]),
+                   list(raw["stacks"]), int(raw["lost"]))
+
+    @property
+    def labels(self) -> np.ndarray:
+        """'file:line' of each site, and NO_FRAME last (index len(sites))."""
+        if self._labels is None:
+            self._labels = np.array([f"{s[0]}:{s[1]}" for s in self.sites] + [NO_FRAME],
+                                    dtype=object)
+        return self._labels
+
+    def lookup(self, *correlation_ids) -> tuple[np.ndarray, np.ndarray]:
+        """(site, stack) per row, -1 where none: the first of `correlation_ids` (arrays of the
+        same length) that was noted decides."""
+        n = len(correlation_ids[0])
+        site, stack = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+        if not len(self.notes) or not n:
+            return site, stack
+        order = np.argsort(self.notes["correlation_id"], kind="stable")
+        keys = self.notes["correlation_id"][order]
+        for ids in reversed(correlation_ids):  # the first array wins: it is applied last
+            ids = np.asarray(ids, dtype=np.uint32)
+            pos = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+            hit = (keys[pos] == ids) & (ids > 0)
+            note = self.notes[order[pos[hit]]]
+            s, st = note["site"].astype(np.int64), note["stack"].astype(np.int64)
+            site[hit] = np.where(s == NONE, -1, s)
+            stack[hit] = np.where(st == NONE, -1, st)
+        return site, stack
+
+    def frames(self, stack: int) -> list[str]:
+        """'function (file:line)' of each frame of stack `stack`, outermost first."""
+        return [_frame(self.sites[s]) for s in reversed(self.stacks[stack]) if s != NONE]
+
+
+def _frame(site) -> str:
+    return f"{site[2]} ({site[0]}:{site[1]})"
+
+
+def columns(lines: PyLines | None, *correlation_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(python_line, python_site, python_stack) columns for rows with these correlation ids:
+    'file:line' (NO_FRAME when the launch was not noted, '' when not recorded), site and stack
+    indices (-1)."""
+    n = len(correlation_ids[0])
+    if lines is None:
+        return np.full(n, "", dtype=object), np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+    site, stack = lines.lookup(*correlation_ids)
+    return lines.labels[np.where(site >= 0, site, len(lines.sites))], site, stack
+
+
+@dataclass
+class LineTable:
+    """GPU time per Python source line (or function) of a profile: print() it, or show it in a
+    notebook. rows: dicts with line/function, source, rows (kernels, copies and sets), kernels,
+    gpu_ms, share (of the GPU time of every row), mean_us."""
+
+    rows: list
+    per: str
+    total_ms: float
+
+    def to_dict(self) -> dict:
+        return {"per": self.per, "total_ms": self.total_ms, "rows": list(self.rows)}
+
+    def _table(self):
+        key = "line" if self.per == "line" else "function"
+        head = [key, "rows", "kernels", "GPU ms", "share %", "mean µs"]
+        if self.per == "line":
+            head.append("source")
+        body = []
+        for r in self.rows:
+            row = [r[key], r["rows"], r["kernels"], f"{r['gpu_ms']:.3f}",
+                   f"{100 * r['share']:.1f}", f"{r['mean_us']:.1f}"]
+            if self.per == "line":
+                row.append(r["source"])
+            body.append(row)
+        return head, body
+
+    def __str__(self) -> str:
+        head, body = self._table()
+        return (f"GPU time per Python {self.per} ({self.total_ms:.3f} ms in all)\n"
+                + text_table(head, body))
+
+    def __repr__(self) -> str:
+        return f"<LineTable per {self.per}: {len(self.rows)} rows, {self.total_ms:.3f} ms>"
+
+    def _repr_html_(self) -> str:
+        head, body = self._table()
+        return (f"<p>GPU time per Python {html.escape(self.per)} "
+                f"({self.total_ms:.3f} ms in all)</p>" + html_table(head, body))
+
+
+def by_line(lines: PyLines, site, duration_ns, is_kernel, per: str = "line") -> LineTable:
+    """The by-line (per="line") or by-function (per="function") table of rows with these site
+    indices (-1: no Python frame), durations and kernel flags, largest GPU time first. Pure."""
+    if per not in ("line", "function"):
+        raise ValueError(f"per must be 'line' or 'function', got {per!r}")
+    site = np.asarray(site, np.int64)
+    duration = np.asarray(duration_ns, np.int64)
+    is_kernel = np.asarray(is_kernel, bool)
+    total = int(duration.sum())
+    if per == "line":
+        keys = [(-1,) if s < 0 else (int(s),) for s in site]
+    else:
+        keys = [(NO_FRAME,) if s < 0 else (lines.sites[s][0], lines.sites[s][2]) for s in site]
+    groups: dict = {}
+    for k, d, kern in zip(keys, duration, is_kernel, strict=True):
+        g = groups.setdefault(k, [0, 0, 0])
+        g[0] += 1
+        g[1] += int(kern)
+        g[2] += int(d)
+    rows = []
+    for k, (n, kernels, ns) in sorted(groups.items(), key=lambda kv: (-kv[1][2], str(kv[0]))):
+        row = {"rows": n, "kernels": kernels, "gpu_ms": ns / 1e6,
+               "share": ns / total if total else 0.0, "mean_us": ns / n / 1e3}
+        if per == "line":
+            if k[0] < 0:
+                row.update(line=NO_FRAME, function="", source="")
+            else:
+                file, lineno, func, _ = lines.sites[k[0]]
+                row.update(line=f"{file}:{lineno}", function=func,
+                           source=linecache.getline(file, lineno).strip())
+        else:
+            row["function"] = NO_FRAME if k == (NO_FRAME,) else f"{k[1]} ({k[0]})"
+        rows.append(row)
+    return LineTable(rows, per, total / 1e6)
+
+
+def collapsed_stacks(lines: PyLines, site, stack, leaf, duration_ns,
+                     collapse_libraries: bool = False) -> str:
+    """Collapsed-stack text (one 'frame;frame;...;leaf value' line per distinct stack, value in
+    ns of GPU time): what flamegraph.pl and speedscope read. Frames run outermost first; `leaf`
+    (the kernel or copy name) ends each stack. In "line" mode the stack is the one site. With
+    `collapse_libraries`, runs of non-user frames become one '[library]' frame. Pure."""
+    totals: dict = {}
+    for s, st, name, d in zip(site, stack, leaf, duration_ns, strict=True):
+        if st >= 0:
+            ids = [i for i in reversed(lines.stacks[st]) if i != NONE]
+        elif s >= 0:
+            ids = [int(s)]
+        else:
+            ids = []
+        frames = []
+        for i in ids:
+            if collapse_libraries and not lines.sites[i][3]:
+                if not frames or frames[-1] != "[library]":
+                    frames.append("[library]")
+            else:
+                frames.append(_frame(lines.sites[i]))
+        key = ";".join([*(frames or [NO_FRAME]), str(name)]).replace("\n", " ")
+        totals[key] = totals.get(key, 0) + int(d)
+    return "".join(f"{k} {v}\n" for k, v in sorted(totals.items()))
