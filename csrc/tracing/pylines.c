@@ -9,6 +9,7 @@
 #include "pylines.h"
 #include "core/cupti_loader.h"
 #include "core/errors.h"
+#include "core/intmap.h"
 #include "core/layout.h"
 
 #include <cupti.h>
@@ -99,85 +100,12 @@ is_watched(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 
 /* ---- tables (GIL held) ---------------------------------------------------------------------- */
 
-/* uint64 key -> uint32 value, open addressing; key 0 is never used. A key may repeat (hashed
- * stacks): `same(value, ctx)` says whether an entry is the one sought. */
-typedef struct {
-    uint64_t *keys;
-    uint32_t *vals;
-    size_t cap, n;
-} map_t;
-
-static uint32_t
-map_find(const map_t *m, uint64_t key, int (*same)(uint32_t, const void *), const void *ctx)
-{
-    if (m->cap == 0)
-        return NONE;
-    for (size_t i = (size_t)(key * 0x9E3779B97F4A7C15ull) & (m->cap - 1);;
-         i = (i + 1) & (m->cap - 1)) {
-        if (m->keys[i] == 0)
-            return NONE;
-        if (m->keys[i] == key && (same == NULL || same(m->vals[i], ctx)))
-            return m->vals[i];
-    }
-}
-
-static int
-map_put(map_t *m, uint64_t key, uint32_t val)
-{
-    if (2 * (m->n + 1) > m->cap) {
-        map_t grown = {calloc(m->cap ? 2 * m->cap : 256, sizeof(uint64_t)),
-                       calloc(m->cap ? 2 * m->cap : 256, sizeof(uint32_t)),
-                       m->cap ? 2 * m->cap : 256, 0};
-        if (grown.keys == NULL || grown.vals == NULL) {
-            free(grown.keys);
-            free(grown.vals);
-            return -1;
-        }
-        for (size_t i = 0; i < m->cap; i++)
-            if (m->keys[i] != 0)
-                (void)map_put(&grown, m->keys[i], m->vals[i]);
-        free(m->keys);
-        free(m->vals);
-        *m = grown;
-    }
-    size_t i = (size_t)(key * 0x9E3779B97F4A7C15ull) & (m->cap - 1);
-    while (m->keys[i] != 0)
-        i = (i + 1) & (m->cap - 1);
-    m->keys[i] = key;
-    m->vals[i] = val;
-    m->n++;
-    return 0;
-}
-
-static void
-map_clear(map_t *m)
-{
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
-/* Grows a plain array to hold n + 1 elements of `elem` bytes; -1 when out of memory. */
-static int
-reserve(void **data, size_t *cap, size_t n, size_t elem)
-{
-    if (n < *cap)
-        return 0;
-    size_t grown_cap = *cap ? 2 * *cap : 256;
-    void *grown = realloc(*data, grown_cap * elem);
-    if (grown == NULL)
-        return -1;
-    *data = grown;
-    *cap = grown_cap;
-    return 0;
-}
-
 /* Code objects (strong references) and whether each is user code. */
 static struct {
     PyObject **obj;
     uint8_t *user;
     size_t n, cap, cap_user;
-    map_t index; /* pointer -> index */
+    gp_intmap index; /* pointer -> index */
 } codes;
 
 /* Sites: (code index, line). */
@@ -185,14 +113,14 @@ static struct {
     uint32_t *code;
     int32_t *line;
     size_t n, cap, cap_line;
-    map_t index; /* code index << 32 | line -> index */
+    gp_intmap index; /* code index << 32 | line -> index */
 } sites;
 
 /* Stacks: runs of site ids (innermost first) in one pool. */
 static struct {
     uint32_t *pool, *start, *len;
     size_t n_pool, cap_pool, n, cap_start, cap_len;
-    map_t index; /* hash of the run -> index */
+    gp_intmap index; /* hash of the run -> index */
 } stacks;
 
 /* Notes not yet taken. */
@@ -224,16 +152,16 @@ is_user_file(PyObject *code)
 static uint32_t
 code_index(PyObject *code, int *user)
 {
-    uint32_t i = map_find(&codes.index, (uint64_t)(uintptr_t)code, NULL, NULL);
+    uint32_t i = gp_intmap_find(&codes.index, (uint64_t)(uintptr_t)code, NULL, NULL);
     if (i != NONE) {
         *user = codes.user[i];
         return i;
     }
-    if (reserve((void **)&codes.obj, &codes.cap, codes.n, sizeof *codes.obj) < 0 ||
-        reserve((void **)&codes.user, &codes.cap_user, codes.n, sizeof *codes.user) < 0)
+    if (gp_reserve((void **)&codes.obj, &codes.cap, codes.n, sizeof *codes.obj) < 0 ||
+        gp_reserve((void **)&codes.user, &codes.cap_user, codes.n, sizeof *codes.user) < 0)
         return NONE;
     i = (uint32_t)codes.n;
-    if (map_put(&codes.index, (uint64_t)(uintptr_t)code, i) < 0)
+    if (gp_intmap_put(&codes.index, (uint64_t)(uintptr_t)code, i) < 0)
         return NONE;
     codes.obj[i] = Py_NewRef(code);
     codes.user[i] = (uint8_t)is_user_file(code);
@@ -246,14 +174,14 @@ static uint32_t
 site_index(uint32_t code, int line)
 {
     uint64_t key = ((uint64_t)code << 32 | (uint32_t)line) + 1;
-    uint32_t i = map_find(&sites.index, key, NULL, NULL);
+    uint32_t i = gp_intmap_find(&sites.index, key, NULL, NULL);
     if (i != NONE)
         return i;
-    if (reserve((void **)&sites.code, &sites.cap, sites.n, sizeof *sites.code) < 0 ||
-        reserve((void **)&sites.line, &sites.cap_line, sites.n, sizeof *sites.line) < 0)
+    if (gp_reserve((void **)&sites.code, &sites.cap, sites.n, sizeof *sites.code) < 0 ||
+        gp_reserve((void **)&sites.line, &sites.cap_line, sites.n, sizeof *sites.line) < 0)
         return NONE;
     i = (uint32_t)sites.n;
-    if (map_put(&sites.index, key, i) < 0)
+    if (gp_intmap_put(&sites.index, key, i) < 0)
         return NONE;
     sites.code[i] = code;
     sites.line[i] = line;
@@ -282,18 +210,18 @@ stack_index(const uint32_t *ids, size_t n)
         h = (h ^ ids[k]) * 1099511628211ull;
     h |= 1;
     run_t run = {ids, n};
-    uint32_t i = map_find(&stacks.index, h, same_run, &run);
+    uint32_t i = gp_intmap_find(&stacks.index, h, same_run, &run);
     if (i != NONE)
         return i;
     while (stacks.n_pool + n > stacks.cap_pool)
-        if (reserve((void **)&stacks.pool, &stacks.cap_pool, stacks.cap_pool, sizeof *stacks.pool) <
-            0)
+        if (gp_reserve((void **)&stacks.pool, &stacks.cap_pool, stacks.cap_pool,
+                       sizeof *stacks.pool) < 0)
             return NONE;
-    if (reserve((void **)&stacks.start, &stacks.cap_start, stacks.n, sizeof *stacks.start) < 0 ||
-        reserve((void **)&stacks.len, &stacks.cap_len, stacks.n, sizeof *stacks.len) < 0)
+    if (gp_reserve((void **)&stacks.start, &stacks.cap_start, stacks.n, sizeof *stacks.start) < 0 ||
+        gp_reserve((void **)&stacks.len, &stacks.cap_len, stacks.n, sizeof *stacks.len) < 0)
         return NONE;
     i = (uint32_t)stacks.n;
-    if (map_put(&stacks.index, h, i) < 0)
+    if (gp_intmap_put(&stacks.index, h, i) < 0)
         return NONE;
     memcpy(stacks.pool + stacks.n_pool, ids, n * sizeof *ids);
     stacks.start[i] = (uint32_t)stacks.n_pool;
@@ -306,7 +234,7 @@ stack_index(const uint32_t *ids, size_t n)
 static void
 note(uint32_t correlation_id, uint32_t site, uint32_t stack)
 {
-    if (reserve((void **)&notes.data, &notes.cap, notes.n, sizeof *notes.data) < 0) {
+    if (gp_reserve((void **)&notes.data, &notes.cap, notes.n, sizeof *notes.data) < 0) {
         notes_lost++;
         return;
     }
@@ -320,14 +248,14 @@ clear_tables(void)
         Py_DECREF(codes.obj[k]);
     free(codes.obj);
     free(codes.user);
-    map_clear(&codes.index);
+    gp_intmap_clear(&codes.index);
     free(sites.code);
     free(sites.line);
-    map_clear(&sites.index);
+    gp_intmap_clear(&sites.index);
     free(stacks.pool);
     free(stacks.start);
     free(stacks.len);
-    map_clear(&stacks.index);
+    gp_intmap_clear(&stacks.index);
     free(notes.data);
     memset(&codes, 0, sizeof codes);
     memset(&sites, 0, sizeof sites);
