@@ -32,7 +32,19 @@ MODES = {
     "kernels": "profile(kernels only, regions=False)",
     "kernels+regions": "profile(kernels, regions=True) in a region",
     "default": "profile() (all kinds) in a region",
+    "lines": "profile(python_stacks='line') in a region",
+    "stacks": "profile(python_stacks='stack') in a region",
     "torch.profiler": "torch.profiler(CUDA) on the same loop",
+}
+# A torch loop of small ops called through a few Python frames, as a model's code would: what
+# the Python-line notes cost against torch.profiler's with_stack=True.
+TORCH_MODES = {
+    "off": "no tracing",
+    "default": "profile() in a region",
+    "lines": "profile(python_stacks='line')",
+    "stacks": "profile(python_stacks='stack')",
+    "torch.profiler": "torch.profiler(CUDA)",
+    "torch.profiler+stack": "torch.profiler(CUDA, with_stack=True)",
 }
 
 
@@ -92,8 +104,9 @@ def child_launch(mode: str, n: int, repeats: int) -> dict:
     elif mode == "kernels+regions":
         ctx.enter_context(gp.profile(memcpy=False, memset=False, memory=False, regions=True))
         ctx.enter_context(gp.region("loop"))
-    elif mode == "default":
-        ctx.enter_context(gp.profile())
+    elif mode in ("default", "lines", "stacks"):
+        stacks = {"default": False, "lines": "line", "stacks": "stack"}[mode]
+        ctx.enter_context(gp.profile(python_stacks=stacks))
         ctx.enter_context(gp.region("loop"))
     elif mode == "torch.profiler":
         import torch
@@ -110,6 +123,49 @@ def child_launch(mode: str, n: int, repeats: int) -> dict:
     del keep
     return {"mode": mode, "launches": n, "repeats": repeats, "ns_per_launch": per_launch,
             "median_ns": statistics.median(per_launch)}
+
+
+def child_torch(mode: str, n: int, repeats: int) -> dict:
+    """µs per small torch op (one kernel each) issued three Python calls deep, under `mode`."""
+    import contextlib
+
+    import torch
+
+    import gpuprofile as gp
+
+    x = torch.zeros(1024, device="cuda")
+
+    def op():
+        x.add_(1)
+
+    def layer(k):
+        for _ in range(k):
+            op()
+
+    def model(k):
+        layer(k)
+
+    model(100)
+    torch.cuda.synchronize()
+    ctx = contextlib.ExitStack()
+    if mode in ("default", "lines", "stacks"):
+        stacks = {"default": False, "lines": "line", "stacks": "stack"}[mode]
+        ctx.enter_context(gp.profile(memory=False, python_stacks=stacks))
+        ctx.enter_context(gp.region("loop"))
+    elif mode.startswith("torch.profiler"):
+        ctx.enter_context(torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CUDA], with_stack=mode.endswith("stack")))
+    per_op = []
+    with ctx:
+        model(100)
+        torch.cuda.synchronize()
+        for _ in range(repeats):
+            t0 = time.perf_counter_ns()
+            model(n)
+            per_op.append((time.perf_counter_ns() - t0) / n)
+            torch.cuda.synchronize()
+    return {"mode": mode, "ops": n, "repeats": repeats, "ns_per_op": per_op,
+            "median_ns": statistics.median(per_op)}
 
 
 def child_regions(n: int, repeats: int) -> dict:
@@ -196,6 +252,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="repeats per process")
     ap.add_argument("--rounds", type=int, default=5, help="processes per mode, interleaved")
     ap.add_argument("--big", type=int, default=1_000_000, help="kernels in the large trace")
+    ap.add_argument("--torch-ops", type=int, default=20_000, help="torch ops per repeat")
+    ap.add_argument("--skip-big", action="store_true", help="leave out the 1M-kernel trace")
     ap.add_argument("--output", default="bench_tracing.json")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -205,6 +263,8 @@ def main(argv=None) -> int:
             result = child_launch(rest[0], int(rest[1]), int(rest[2]))
         elif kind == "regions":
             result = child_regions(int(rest[0]), int(rest[1]))
+        elif kind == "torch":
+            result = child_torch(rest[0], int(rest[1]), int(rest[2]))
         else:
             result = child_big(int(rest[0]), rest[1] == "1")
         print(json.dumps(result), flush=True)
@@ -235,8 +295,20 @@ def main(argv=None) -> int:
         if r["ns_per_launch"]:
             r["median_ns"] = statistics.median(r["ns_per_launch"])
             r.pop("error", None)
+    if _torch_available():
+        results["torch"] = {}
+        for _ in range(args.rounds):
+            for mode in TORCH_MODES:
+                got = _child(["torch", mode, str(args.torch_ops), str(args.repeats)])
+                merged = results["torch"].setdefault(mode, {"mode": mode, "ns_per_op": []})
+                merged["ns_per_op"] += got.get("ns_per_op", [])
+                if "error" in got:
+                    merged["error"] = got["error"]
+        for r in results["torch"].values():
+            if r["ns_per_op"]:
+                r["median_ns"] = statistics.median(r["ns_per_op"])
     results["regions"] = _child(["regions", "100000", "5"])
-    for regions in (False, True):
+    for regions in (() if args.skip_big else (False, True)):
         results["big"].append(_child(["big", str(args.big), "1" if regions else "0"]))
     with open(args.output, "w") as f:
         json.dump(results, f, indent=1)
@@ -253,6 +325,12 @@ def main(argv=None) -> int:
     print(f"device: {results['device']}; {args.launches} launches x {args.repeats} repeats x "
           f"{args.rounds} interleaved processes per mode")
     print(_table(["mode", "what", "us/launch", "added vs off us", "added vs bare CUPTI us"], rows))
+    if results.get("torch"):
+        t_off = results["torch"]["off"].get("median_ns", float("nan"))
+        print(_table(["torch op loop", "what", "us/op", "added vs off us"],
+                     [[m, TORCH_MODES[m], r.get("median_ns", float("nan")) / 1e3,
+                       (r.get("median_ns", float("nan")) - t_off) / 1e3]
+                      for m, r in results["torch"].items()]))
     reg = results["regions"]
     if "error" not in reg:
         print(_table(["region enter+exit", "ns"], [["tracing off", reg["best_ns_off"]],
