@@ -182,6 +182,8 @@ examples:
   gpuprofile info                                   # what this machine can measure
   gpuprofile bench -s "import numpy as np; a = np.ones(10**6)" "a.sum()"
   gpuprofile compare before.json after.json         # exit 1 on a significant slow-down
+  gpuprofile metrics --set sol train.py             # hardware counters of a script's kernels
+  gpuprofile stalls --kernel flash train.py         # where those kernels' warps wait
   gpuprofile run --trace t.json.gz train.py         # kernel/copy/memory trace of a script
 
 `gpuprofile SUBCOMMAND --help` shows each one's options and an example. Results go to stdout,
@@ -191,6 +193,7 @@ diagnostics to stderr; exit status 2 means bad arguments.
 
 def build_parser() -> argparse.ArgumentParser:
     from .bench import cli as bench_cli
+    from .counters import cli as counters_cli
 
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(prog="gpuprofile", description="GPU measurements from Python.",
@@ -206,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("run", help="run a script under gpuprofile.profile() (see `run --help`)",
                    add_help=False)
     bench_cli.add_parsers(sub, formatter)
+    counters_cli.add_parsers(sub, formatter)
     return parser
 
 
