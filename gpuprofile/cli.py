@@ -5,6 +5,7 @@ live with the feature (gpuprofile/bench/cli.py, counters/cli.py, kernels/cli.py)
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -180,11 +181,13 @@ def run(argv) -> int:
 EPILOG = """\
 examples:
   gpuprofile info                                   # what this machine can measure
+  gpuprofile attention --plots plots/               # the attention demo: table and plots
   gpuprofile bench -s "import numpy as np; a = np.ones(10**6)" "a.sum()"
   gpuprofile compare before.json after.json         # exit 1 on a significant slow-down
   gpuprofile metrics --set sol train.py             # hardware counters of a script's kernels
   gpuprofile stalls --kernel flash train.py         # where those kernels' warps wait
   gpuprofile run --trace t.json.gz train.py         # kernel/copy/memory trace of a script
+  gpuprofile profile-kernels --seq-len 512 --impl flash --trace t.json
 
 `gpuprofile SUBCOMMAND --help` shows each one's options and an example. Results go to stdout,
 diagnostics to stderr; exit status 2 means bad arguments.
@@ -194,8 +197,9 @@ diagnostics to stderr; exit status 2 means bad arguments.
 def build_parser() -> argparse.ArgumentParser:
     from .bench import cli as bench_cli
     from .counters import cli as counters_cli
+    from .kernels import cli as kernels_cli
 
-    formatter = argparse.RawDescriptionHelpFormatter
+    formatter = functools.partial(argparse.RawDescriptionHelpFormatter, max_help_position=32)
     parser = argparse.ArgumentParser(prog="gpuprofile", description="GPU measurements from Python.",
                                      epilog=EPILOG, formatter_class=formatter)
     parser.add_argument("--version", action="version", version=f"gpuprofile {__version__}")
@@ -210,6 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
                    add_help=False)
     bench_cli.add_parsers(sub, formatter)
     counters_cli.add_parsers(sub, formatter)
+    kernels_cli.add_parsers(sub, formatter)
     return parser
 
 
