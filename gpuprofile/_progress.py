@@ -59,6 +59,17 @@ class _Tqdm:
         self._bar.close()
 
 
+def _tqdm(total, desc, delay, file):
+    """A tqdm bar (the plain text one: stderr, also in notebooks, no widgets needed), or None
+    without tqdm or with one too old for `delay` (4.61)."""
+    try:
+        from tqdm import tqdm
+
+        return _Tqdm(tqdm(total=total, desc=desc, delay=delay, file=file, leave=False))
+    except Exception:  # noqa: BLE001 - not installed, or an old tqdm refusing `delay`: the fallback
+        return None
+
+
 class _Off:
     def update(self, n: int = 1) -> None:
         pass
@@ -79,12 +90,7 @@ class Progress:
         if os.environ.get("GPUPROFILE_PROGRESS", "1") == "0":
             self._impl = _Off()
             return
-        try:
-            from tqdm.auto import tqdm
-        except ImportError:
-            self._impl = _Quiet(total, desc, delay, FALLBACK_INTERVAL_S, file)
-        else:
-            self._impl = _Tqdm(tqdm(total=total, desc=desc, delay=delay, file=file, leave=False))
+        self._impl = _tqdm(total, desc, delay, file) or _Quiet(total, desc, delay, FALLBACK_INTERVAL_S, file)
 
     def update(self, n: int = 1) -> None:
         self._impl.update(n)

@@ -54,6 +54,9 @@ class GpuProfileMagics(Magics):
         mode = opts.get("m", opts.get("mode", "cold"))
         namespace = dict(self.shell.user_ns)
         if mode == "graph":
+            if device_count() == 0:
+                raise UsageError("--mode graph needs a CUDA device "
+                                 f"({_C._cuda_status()['reason'] or 'none found'})")
             from .bench.streams import Stream
 
             namespace["stream"] = Stream()
@@ -74,6 +77,8 @@ class GpuProfileMagics(Magics):
         except (TypeError, ValueError) as e:
             if getattr(e, "__notes__", None):  # fn raised: the user's traceback
                 raise
+            raise UsageError(str(e)) from None
+        except _C.NoDeviceError as e:  # clock='gpu' or 'cupti' here
             raise UsageError(str(e)) from None
         if "o" in opts:
             return result

@@ -83,6 +83,13 @@ def test_usage_errors(shell, magic, line, cell, match):
             shell.run_cell_magic(magic, line, cell)
 
 
+@no_device
+@pytest.mark.parametrize("options", ["-m graph", "--clock gpu"])
+def test_device_only_options_without_a_device_are_usage_errors(shell, options):
+    with pytest.raises(UsageError, match="CUDA device"):
+        shell.run_line_magic("gpu_timeit", f"{options} 1 + 1")
+
+
 def test_a_raising_statement_shows_its_own_traceback(shell):
     with pytest.raises(ZeroDivisionError):
         shell.run_line_magic("gpu_timeit", f"{QUICK} 1 / 0")

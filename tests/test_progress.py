@@ -43,7 +43,6 @@ def test_quiet_fallback_writes_a_line_now_and_then_and_a_last_one():
 
 def test_wrap_counts_calls_even_when_they_raise(monkeypatch):
     monkeypatch.setitem(sys.modules, "tqdm", None)  # the fallback
-    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
     bar = progress(3, "runs", file=io.StringIO())
     fn = bar.wrap(lambda x: 1 / x)
     assert fn(2) == 0.5
@@ -69,10 +68,9 @@ def test_tqdm_is_used_when_installed(monkeypatch):
         def close(self):
             self.closed = True
 
-    auto = types.ModuleType("tqdm.auto")
-    auto.tqdm = FakeTqdm
-    monkeypatch.setitem(sys.modules, "tqdm", types.ModuleType("tqdm"))
-    monkeypatch.setitem(sys.modules, "tqdm.auto", auto)
+    module = types.ModuleType("tqdm")
+    module.tqdm = FakeTqdm
+    monkeypatch.setitem(sys.modules, "tqdm", module)
     with progress(4, "passes") as bar:
         bar.update()
         bar.set_note("x")
@@ -86,3 +84,15 @@ def test_switched_off_by_the_environment(monkeypatch):
     with progress(2, "x", delay=0) as bar:
         bar.update()
     assert type(bar._impl).__name__ == "_Off"
+
+
+def test_a_tqdm_too_old_for_delay_gives_the_fallback(monkeypatch):
+    def old_tqdm(total, desc, file, leave, **unexpected):
+        if unexpected:
+            raise TypeError(f"unexpected {sorted(unexpected)}")
+
+    module = types.ModuleType("tqdm")
+    module.tqdm = old_tqdm
+    monkeypatch.setitem(sys.modules, "tqdm", module)
+    monkeypatch.delenv("GPUPROFILE_PROGRESS", raising=False)
+    assert isinstance(progress(3, "x")._impl, _Quiet)
