@@ -96,7 +96,13 @@ options:
   --no-memory     do not record device allocations
   --no-regions    do not attribute work to gpuprofile regions (less host cost per CUDA call)
   --no-details    leave per-kernel launch details out of the trace (a smaller file)
-  --quiet         do not print the summary"""
+  --quiet         do not print the summary
+
+examples:
+  gpuprofile run --trace train.json.gz train.py --epochs 1
+  gpuprofile run train.py --epochs 1 --json summary.json -- --json model.json
+
+The summary goes to stderr, so the script's own output keeps stdout."""
 
 _RUN_VALUE_OPTIONS = ("--trace", "--json")
 _RUN_FLAGS = {"--no-memory": "memory", "--no-regions": "regions", "--no-details": "details",

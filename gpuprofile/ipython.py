@@ -26,7 +26,7 @@ from IPython.display import display
 
 from . import _C
 from .bench.benchmark import benchmark
-from .bench.stmt import compile_stmt
+from .bench.stmt import BadStatement, compile_stmt
 from .device import device_count
 
 _TIMEIT_LONG = ["mode=", "flops=", "bytes=", "clock=", "max-time=", "max-noise=", "name="]
@@ -63,7 +63,7 @@ class GpuProfileMagics(Magics):
         try:
             fn, _ = compile_stmt(self.shell.transform_cell(stmt), self.shell.transform_cell(setup)
                                  if setup.strip() else "", namespace, name=opts.get("n", opts.get("name")))
-        except (SyntaxError, ValueError) as e:
+        except BadStatement as e:
             raise UsageError(str(e)) from None
         clock = opts.get("clock", "auto")
         if clock in ("auto", "host") and device_count() == 0:

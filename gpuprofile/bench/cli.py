@@ -82,7 +82,7 @@ def bench_main(args) -> int:
     from .. import _C
     from ..device import device_count
     from .benchmark import benchmark
-    from .stmt import compile_stmt
+    from .stmt import BadStatement, compile_stmt
 
     stmt = "\n".join(args.stmt)
     namespace: dict = {}
@@ -95,7 +95,7 @@ def bench_main(args) -> int:
         namespace["stream"] = Stream()
     try:
         fn, _ = compile_stmt(stmt, "\n".join(args.setup), namespace, name=args.name)
-    except (SyntaxError, ValueError) as e:
+    except BadStatement as e:
         return _error("bench", str(e), 2)
     except Exception:
         traceback.print_exc()

@@ -14,25 +14,30 @@ import textwrap
 _FN_NAME = "__gpuprofile_stmt__"
 
 
+class BadStatement(ValueError):
+    """The statement or setup text is empty or does not compile (nothing ran)."""
+
+
 def _check(source: str, what: str) -> str:
     source = textwrap.dedent(source).strip("\n")
     if not source.strip():
-        raise ValueError(f"{what} is empty")
+        raise BadStatement(f"{what} is empty")
     try:
         ast.parse(source)
     except SyntaxError as e:
-        raise SyntaxError(f"{what} is not valid Python: {e.msg} (line {e.lineno}): {source!r}") from None
+        raise BadStatement(f"{what} is not valid Python: {e.msg} (line {e.lineno}): {source!r}") from None
     return source
 
 
 def compile_stmt(stmt: str, setup: str = "", namespace: dict | None = None, name: str | None = None):
     """(fn, namespace): runs `setup` in `namespace` (a new dict when None) and returns a function
-    of no arguments whose body is `stmt`. SyntaxError or ValueError for bad or empty text; an
-    exception raised by setup propagates."""
+    of no arguments whose body is `stmt`. BadStatement for empty or invalid text, found before
+    anything runs; an exception raised by setup propagates."""
     ns = {} if namespace is None else namespace
     stmt = _check(stmt, "the statement")
-    if setup and setup.strip():
-        exec(compile(_check(setup, "the setup"), "<setup>", "exec"), ns)  # noqa: S102
+    setup = _check(setup, "the setup") if setup and setup.strip() else ""
+    if setup:
+        exec(compile(setup, "<setup>", "exec"), ns)  # noqa: S102
     label = name or stmt_name(stmt)
     body = ast.parse(stmt).body
     if len(body) == 1 and isinstance(body[0], ast.Expr):

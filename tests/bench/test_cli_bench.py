@@ -10,7 +10,7 @@ import pytest
 
 import gpuprofile as gp
 from gpuprofile.bench.files import ResultFileError, compare_files, file_labels, load_results
-from gpuprofile.bench.stmt import compile_stmt, stmt_name
+from gpuprofile.bench.stmt import BadStatement, compile_stmt, stmt_name
 from gpuprofile.cli import main
 
 pytest_plugins = ["pytester"]
@@ -41,14 +41,22 @@ def test_an_existing_namespace_is_used_and_indented_text_is_accepted():
     assert fn() is None and "total" not in ns  # the body's names are locals
 
 
-@pytest.mark.parametrize("stmt, setup, error, match", [
-    ("x = (", "", SyntaxError, "statement is not valid Python"),
-    ("x", "import (", SyntaxError, "setup is not valid Python"),
-    ("   ", "", ValueError, "statement is empty"),
+@pytest.mark.parametrize("stmt, setup, match", [
+    ("x = (", "", "statement is not valid Python"),
+    ("x", "ran.append(1)\nimport (", "setup is not valid Python"),
+    ("   ", "", "statement is empty"),
 ])
-def test_bad_text_is_refused_before_anything_runs(stmt, setup, error, match):
-    with pytest.raises(error, match=match):
-        compile_stmt(stmt, setup)
+def test_bad_text_is_refused_before_anything_runs(stmt, setup, match):
+    ns = {"ran": []}
+    with pytest.raises(BadStatement, match=match):
+        compile_stmt(stmt, setup, ns)
+    assert ns["ran"] == []
+
+
+def test_setup_errors_are_the_setups_own():
+    with pytest.raises(ValueError, match="invalid literal") as info:
+        compile_stmt("x", "x = int('nope')")
+    assert not isinstance(info.value, BadStatement)
 
 
 def test_tracebacks_point_at_the_statement_line():
@@ -101,6 +109,7 @@ def test_bench_device_only_options_without_a_device_fail_clearly(capsys, args):
     (["bench", "1", "--mode", "hot", "--clock", "host", "--max-noise", "-1"], 2, "max_noise"),
     (["bench", "1/0", *QUICK], 1, "the statement raised"),
     (["bench", "1", "-s", "import no_such_module_here", *QUICK], 1, "the setup raised"),
+    (["bench", "1", "-s", "int('x')", *QUICK], 1, "the setup raised"),
 ])
 def test_bench_errors(capsys, argv, code, message):
     assert main(argv) == code
