@@ -23,7 +23,9 @@ needs N passes runs the whole script N times (plus one warm-up run): each run mu
 same kernels on the same data, as under `ncu --replay-mode application`. Every kernel is
 profiled; --kernel picks the ones shown and written (re.search on the full kernel name), and the
 total is recombined over them. Exit status: 0 measured; 1 no device, counters not permitted,
-CUPTI busy, or the script failed (its status when it exited non-zero); 2 bad arguments.
+CUPTI busy, runs that launched different kernels, or the script failed (its status when it exited
+non-zero); 2 bad arguments, unknown metric names, or more passes or kernels than --max-passes or
+--max-kernels allow.
 """
 
 STALLS_EXAMPLE = """\
@@ -53,6 +55,9 @@ def add_parsers(sub, formatter) -> None:
                    help="one range per kernel (default), or one around the whole script")
     p.add_argument("--max-passes", type=int, default=None, metavar="N",
                    help="refuse a collection that would run the script more than N times")
+    p.add_argument("--max-kernels", type=int, default=None, metavar="N",
+                   help="kernels per run to make room for (default: as many as the warm-up run "
+                        "launched)")
     _common(p)
     p.set_defaults(func=metrics_main)
 
@@ -129,8 +134,9 @@ def metrics_main(args) -> int:
     problem = check_args(args, prog)
     if problem is None and args.kernel is not None and args.per == "call":
         problem = "--kernel needs --per kernel (one range per kernel)"
-    if problem is None and args.max_passes is not None and args.max_passes < 1:
-        problem = f"--max-passes must be >= 1, got {args.max_passes}"
+    for option, value in (("--max-passes", args.max_passes), ("--max-kernels", args.max_kernels)):
+        if problem is None and value is not None and value < 1:
+            problem = f"{option} must be >= 1, got {value}"
     try:
         spec = metric_spec(args) if problem is None else None
     except ValueError as e:
@@ -141,7 +147,7 @@ def metrics_main(args) -> int:
 
     def collect():
         return metrics(script_callable(args.script, args.args, prog), metrics=spec, per=args.per,
-                       max_passes=args.max_passes)
+                       max_passes=args.max_passes, max_kernels=args.max_kernels)
 
     return _report(prog, collect, args)
 
@@ -169,10 +175,13 @@ def _report(prog: str, collect, args) -> int:
         return _error(prog, f"{e} (its output is above); nothing measured", e.code)
     except _C.NoDeviceError as e:
         return _error(prog, f"needs a CUDA device: {e}", 1)
-    except (_C.GpuProfileError, KeyError) as e:
-        return _error(prog, str(e), 1)
-    except ValueError as e:  # unknown metric names (with suggestions), too many passes
-        return _error(prog, str(e), 2)
+    except _C.GpuProfileError as e:
+        hint = (" (the script runs once per pass: every run must launch the same kernels)"
+                if "replayable" in str(e) else "")
+        return _error(prog, f"{e}{hint}", 1)
+    except ValueError as e:  # unknown metric names (with suggestions), past --max-passes/--max-kernels
+        hint = " (on this command line: --max-kernels N)" if "max_kernels=" in str(e) else ""
+        return _error(prog, f"{e}{hint}", 2)
     if args.kernel is not None:
         result = result.select(args.kernel)
     print(result)

@@ -45,6 +45,7 @@ def test_options_before_the_script_and_its_arguments_after(script):
     (["metrics", "--per", "call", "--kernel", "x", "{s}"], "--kernel needs --per kernel"),
     (["metrics", "--metrics", " , ", "{s}"], "--metrics is empty"),
     (["metrics", "--max-passes", "0", "{s}"], "--max-passes must be >= 1"),
+    (["metrics", "--max-kernels", "-1", "{s}"], "--max-kernels must be >= 1"),
     (["stalls", "--period", "2", "{s}"], "--period must be within 5..31"),
     (["stalls", "absent.py"], "no such script"),
 ])
