@@ -92,6 +92,14 @@ def report():
     return _report()
 
 
+def load_ipython_extension(ipython):
+    """`%load_ext gpuprofile`: the %gpu_timeit, %%gpu_timeit and %%gpuprofile magics (see
+    gpuprofile/ipython.py; IPython is imported only here)."""
+    from .ipython import load_ipython_extension as _load
+
+    _load(ipython)
+
+
 # Hardware counters (gpuprofile/counters/) and the benchmark helper (gpuprofile/bench/): loaded
 # on first use, so `import gpuprofile` stays fast. See docs/counters.md and docs/benchmark.md.
 _LAZY = {

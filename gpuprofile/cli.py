@@ -1,15 +1,18 @@
-"""Command line: `python -m gpuprofile info | run script.py --trace t.json` (later capabilities
-add subcommands)."""
+"""Command line: `python -m gpuprofile SUBCOMMAND`; `gpuprofile --help` lists them, docs/cli.md
+explains them. This module holds `info` and `run` and the dispatch; each feature's subcommands
+live with the feature (gpuprofile/bench/cli.py, counters/cli.py, kernels/cli.py)."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 
 from . import _C, __version__
 from ._format import text_table
+from ._script import run_script
 
 
 def _counter_permission() -> tuple[bool | None, str]:
@@ -93,7 +96,13 @@ options:
   --no-memory     do not record device allocations
   --no-regions    do not attribute work to gpuprofile regions (less host cost per CUDA call)
   --no-details    leave per-kernel launch details out of the trace (a smaller file)
-  --quiet         do not print the summary"""
+  --quiet         do not print the summary
+
+examples:
+  gpuprofile run --trace train.json.gz train.py --epochs 1
+  gpuprofile run train.py --epochs 1 --json summary.json -- --json model.json
+
+The summary goes to stderr, so the script's own output keeps stdout."""
 
 _RUN_VALUE_OPTIONS = ("--trace", "--json")
 _RUN_FLAGS = {"--no-memory": "memory", "--no-regions": "regions", "--no-details": "details",
@@ -135,29 +144,6 @@ def parse_run_args(argv) -> tuple:
     return opts, script, rest
 
 
-def _run_script(script: str, args: list) -> int:
-    """Runs `script` as __main__ with `args`; its exit code (tracebacks printed, not raised)."""
-    import runpy
-    import traceback
-
-    saved_argv, saved_path = sys.argv, list(sys.path)
-    sys.argv = [script, *args]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
-    try:
-        runpy.run_path(script, run_name="__main__")
-        return 0
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except KeyboardInterrupt:
-        print("gpuprofile run: interrupted", file=sys.stderr)
-        return 130
-    except BaseException:
-        traceback.print_exc()
-        return 1
-    finally:
-        sys.argv, sys.path[:] = saved_argv, saved_path
-
-
 def run(argv) -> int:
     try:
         opts, script, args = parse_run_args(argv)
@@ -175,7 +161,7 @@ def run(argv) -> int:
     except _C.GpuProfileError as exc:
         print(f"gpuprofile run: cannot trace: {exc}", file=sys.stderr)
         return 1
-    code = _run_script(script, args)
+    code = run_script(script, args)
     try:
         p.stop()
     except KeyboardInterrupt:
@@ -198,6 +184,55 @@ def run(argv) -> int:
     return code
 
 
+EPILOG = """\
+examples:
+  gpuprofile info                                   # what this machine can measure
+  gpuprofile attention --plots plots/               # the attention demo: table and plots
+  gpuprofile bench -s "import numpy as np; a = np.ones(10**6)" "a.sum()"
+  gpuprofile compare before.json after.json         # exit 1 on a significant slow-down
+  gpuprofile metrics --set sol train.py             # hardware counters of a script's kernels
+  gpuprofile stalls --kernel flash train.py         # where those kernels' warps wait
+  gpuprofile run --trace t.json.gz train.py         # kernel/copy/memory trace of a script
+  gpuprofile profile-kernels --seq-len 512 --impl flash --trace t.json
+
+`gpuprofile SUBCOMMAND --help` shows each one's options and an example. Results go to stdout,
+diagnostics to stderr; exit status 2 means bad arguments.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .bench import cli as bench_cli
+    from .counters import cli as counters_cli
+    from .kernels import cli as kernels_cli
+
+    formatter = functools.partial(argparse.RawDescriptionHelpFormatter, max_help_position=32)
+    parser = argparse.ArgumentParser(prog="gpuprofile", description="GPU measurements from Python.",
+                                     epilog=EPILOG, formatter_class=formatter)
+    parser.add_argument("--version", action="version", version=f"gpuprofile {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
+    info_p = sub.add_parser("info", help="devices and what gpuprofile can do on this machine",
+                            description="Devices, CUPTI and hardware-counter permission here.",
+                            epilog="example:\n  gpuprofile info --json > machine.json",
+                            formatter_class=formatter)
+    info_p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    info_p.set_defaults(func=info_main)
+    sub.add_parser("run", help="run a script under gpuprofile.profile() (see `run --help`)",
+                   add_help=False)
+    bench_cli.add_parsers(sub, formatter)
+    counters_cli.add_parsers(sub, formatter)
+    kernels_cli.add_parsers(sub, formatter)
+    return parser
+
+
+def info_main(args) -> int:
+    info = collect_info()
+    if args.json:
+        print(json.dumps(info, indent=2))
+    else:
+        print_info(info)
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["run"]:
@@ -205,18 +240,5 @@ def main(argv=None) -> int:
             print(RUN_USAGE)
             return 0
         return run(argv[1:])
-    parser = argparse.ArgumentParser(prog="gpuprofile", description="GPU measurements from Python.")
-    sub = parser.add_subparsers(dest="command", required=True)
-    info_p = sub.add_parser("info", help="devices and what gpuprofile can do on this machine")
-    info_p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    sub.add_parser("run", help="run a script under gpuprofile.profile() (see `run --help`)",
-                   add_help=False)
-    args = parser.parse_args(argv)
-    if args.command == "info":
-        info = collect_info()
-        if args.json:
-            print(json.dumps(info, indent=2))
-        else:
-            print_info(info)
-        return 0
-    return 2
+    args = build_parser().parse_args(argv)
+    return args.func(args)

@@ -160,10 +160,13 @@ class Report:
         return html_table(_HEADERS, [r._row() for r in self.rows], title="gpuprofile regions")
 
 
-def report() -> Report:
+def report(since_ns: int | None = None) -> Report:
     """A table of every region name: count, total/mean/median/min/max/p90 time on the clock that
-    measured it (GPU when there is a device), and host time. Waits for pending GPU work."""
+    measured it (GPU when there is a device), and host time. Waits for pending GPU work.
+    since_ns: only regions entered at or after this time.monotonic_ns() value."""
     recs = records()
+    if since_ns is not None:
+        recs = recs[recs["host_start_ns"] >= since_ns]
     rows = []
     for name in dict.fromkeys(recs["name"]):
         rows.append(_stats_from(name, recs[recs["name"] == name]))

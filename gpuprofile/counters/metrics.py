@@ -24,6 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .. import _C
+from .._progress import progress
 from . import catalog as _catalog
 from .metric_sets import DURATION, expand, sets_in
 from .result import MetricsResult, build
@@ -175,7 +176,9 @@ def metrics(fn, *args, metrics="sol", per: str = "kernel", max_passes: int | Non
     log.info("gpuprofile.metrics(%s): %d metrics need %d pass%s: fn runs %d time%s%s", label,
              len(plan.names), plan.passes, "es" if plan.passes != 1 else "", plan.passes,
              "s" if plan.passes != 1 else "", " after a warm-up run" if warmup else "")
-    return _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels)
+    # Multi-pass replays of a slow fn take a while: a progress display after a couple of seconds.
+    with progress(plan.passes + (1 if warmup else 0), f"gpuprofile.metrics({label}): runs") as bar:
+        return _collect(bar.wrap(fn), args, kwargs, plan, label, per, setup, warmup, max_kernels)
 
 
 def _run(setup, fn, args, kwargs):

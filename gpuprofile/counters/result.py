@@ -140,6 +140,24 @@ class MetricsResult:
         return roofline_point(f["total"], v[DRAM_READ] + v[DRAM_WRITE], v[DURATION] * 1e-9, peak,
                               ceilings.dram_bytes_per_s)
 
+    def select(self, pattern: str) -> MetricsResult:
+        """The kernels whose names match the regular expression `pattern` (re.search), with the
+        total recombined over them; what `gpuprofile metrics --kernel REGEX` shows. Needs
+        per-kernel ranges."""
+        import re
+
+        if self.ranges != "auto":
+            raise ValueError("selecting kernels needs per='kernel' ranges; this result has one "
+                             "range for the whole call")
+        regex = re.compile(pattern)
+        kept = [k for k in self.kernels if regex.search(k.name)]
+        durations = [k.values.get(DURATION, 0.0) for k in kept]
+        total = {m: combine([k.values[m] for k in kept], durations, self.aggregation[m])
+                 for m in self.metrics}
+        note = f"kernels matching {pattern!r}: {len(kept)} of {len(self.kernels)}"
+        return MetricsResult(**{**self.__dict__, "kernels": kept, "total": total,
+                                "notes": [*self.notes, note]})
+
     # ---- presentation ------------------------------------------------------------------------
 
     def to_dict(self) -> dict:

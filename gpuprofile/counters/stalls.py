@@ -79,6 +79,14 @@ class StallReport:
         raise KeyError(f"no kernel {name!r} sampled (kernels: {[k.name for k in self.kernels]}; "
                        f"totals: {self.totals}; notes: {self.notes})")
 
+    def select(self, pattern: str) -> StallReport:
+        """The kernels whose names match the regular expression `pattern` (re.search); CUPTI's
+        totals stay those of the whole run. What `gpuprofile stalls --kernel REGEX` shows."""
+        regex = re.compile(pattern)
+        kept = [k for k in self.kernels if regex.search(k.name)]
+        note = f"kernels matching {pattern!r}: {len(kept)} of {len(self.kernels)}"
+        return StallReport(kept, dict(self.totals), self.period, [*self.notes, note])
+
     def to_dict(self) -> dict:
         return {"kernels": [k.to_dict() for k in self.kernels], "totals": dict(self.totals),
                 "period": self.period, "notes": list(self.notes)}

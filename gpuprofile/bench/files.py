@@ -1,0 +1,158 @@
+"""Saved benchmark results on disk, and their comparison (`gpuprofile compare`).
+
+Two kinds of file hold results: one BenchmarkResult (`result.save(path)`, `gpuprofile bench
+--json`), and the pytest plugin's `--gpu-benchmark-save` file ({"gpuprofile_benchmark_file": 1,
+"results": [...]}). A JSON list of results is read too. Files of one result each are compared
+with each other whatever their names (a before/after pair of `gpuprofile bench` runs); files of
+several are matched by result name (a test suite saved twice).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+
+from .._format import fmt, html_table, text_table
+from .result import BenchmarkResult, compare, fmt_time
+
+
+class ResultFileError(ValueError):
+    """A file that cannot be read as benchmark results; the message names the file."""
+
+
+def load_results(path) -> list:
+    """The BenchmarkResults in a saved file (one result, a pytest plugin file, or a list)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise ResultFileError(f"cannot read {path}: {e}") from None
+    if isinstance(data, dict) and isinstance(data.get("results"), list):
+        items = data["results"]
+    elif isinstance(data, dict):
+        items = [data]
+    elif isinstance(data, list):
+        items = data
+    else:
+        items = None
+    if not items or not all(isinstance(d, dict) and "median_ms" in d and "name" in d for d in items):
+        raise ResultFileError(f"{path} holds no gpuprofile benchmark results (a file written by "
+                              "BenchmarkResult.save, `gpuprofile bench --json` or pytest "
+                              "--gpu-benchmark-save)")
+    try:
+        return [BenchmarkResult.from_dict(d) for d in items]
+    except TypeError as e:
+        raise ResultFileError(f"{path}: a result lacks fields: {e}") from None
+
+
+def file_labels(paths) -> list:
+    """Short labels for files: base names, or the paths as given where base names collide; a
+    file given twice gets its position too ("r.json (2)")."""
+    names = [os.path.basename(str(p)) for p in paths]
+    if len(set(names)) != len(names):
+        names = [str(p) for p in paths]
+    return [n if names.index(n) == i else f"{n} ({i + 1})" for i, n in enumerate(names)]
+
+
+@dataclass
+class FileRow:
+    name: str
+    file: str
+    median_ms: float
+    rel_noise: float
+    ratio: float
+    ratio_low: float
+    ratio_high: float
+    verdict: str  # baseline | faster | slower | same | unknown | new (not in the baseline)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+@dataclass
+class FileComparison:
+    """Every result against the baseline file's result of the same name (see compare())."""
+
+    baseline: str
+    files: list
+    rows: list
+    missing: list  # (name, file): in the baseline, absent from that file
+
+    def to_dict(self) -> dict:
+        return {"baseline": self.baseline, "files": list(self.files),
+                "rows": [r.to_dict() for r in self.rows],
+                "missing": [{"name": n, "file": f} for n, f in self.missing]}
+
+    def regressions(self, threshold_pct: float = 0.0) -> list:
+        """Rows slower than the baseline by more than threshold_pct with 95 % confidence: the
+        ratio's lower bound exceeds 1 + threshold_pct / 100."""
+        return [r for r in self.rows if r.verdict == "slower" and r.ratio_low > 1 + threshold_pct / 100]
+
+    def counts(self) -> dict:
+        out = {}
+        for r in self.rows:
+            if r.verdict != "baseline":
+                out[r.verdict] = out.get(r.verdict, 0) + 1
+        return out
+
+    def _table(self):
+        headers = ["name", "file", "median", "noise", "ratio", "ratio 95% bounds", "verdict"]
+        body = []
+        for r in self.rows:
+            base = r.verdict in ("baseline", "new")
+            body.append([r.name, r.file, fmt_time(r.median_ms), f"±{fmt(r.rel_noise * 100, 3)} %",
+                         "" if base else f"{fmt(r.ratio)}x",
+                         "" if base else f"{fmt(r.ratio_low)} .. {fmt(r.ratio_high)}", r.verdict])
+        return headers, body
+
+    def _title(self) -> str:
+        return f"compare: vs {self.baseline}"
+
+    def __str__(self) -> str:
+        headers, body = self._table()
+        lines = [text_table(headers, body, title=self._title())]
+        lines += [f"missing: {n} (not in {f})" for n, f in self.missing]
+        summary = ", ".join(f"{n} {v}" for v, n in sorted(self.counts().items()))
+        lines.append(f"verdicts: {summary or 'none'}")
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        headers, body = self._table()
+        return html_table(headers, body, title=self._title())
+
+
+def compare_files(files, baseline: int = 0) -> FileComparison:
+    """Compare [(label, [BenchmarkResult, ...]), ...] against files[baseline]: each result's
+    median ratio to the baseline's, with the interval and verdict of bench.result.compare()."""
+    if len(files) < 2:
+        raise ValueError("compare needs at least two files")
+    if not -len(files) <= baseline < len(files):
+        raise ValueError(f"baseline {baseline} is out of range for {len(files)} files")
+    baseline %= len(files)
+    labels = [label for label, _ in files]
+    by_position = all(len(results) == 1 for _, results in files)
+    table = []
+    for _, results in files:
+        keyed = {}
+        for r in results:
+            keyed.setdefault("" if by_position else r.name, r)
+        table.append(keyed)
+    names = list(table[baseline])
+    names += [n for keyed in table for n in keyed if n not in names]
+    rows, missing = [], []
+    for name in names:
+        present = [(labels[i], keyed[name]) for i, keyed in enumerate(table) if name in keyed]
+        if name not in table[baseline]:
+            rows += [FileRow(r.name, f, r.median_ms, r.rel_noise, math.nan, math.nan, math.nan, "new")
+                     for f, r in present]
+            continue
+        missing += [(name, labels[i]) for i, keyed in enumerate(table) if name not in keyed]
+        result = compare(dict(present), baseline=labels[baseline])
+        for (f, r), row in zip(present, result.rows, strict=True):
+            rows.append(FileRow(r.name, f, row.median_ms, row.rel_noise, row.ratio, row.ratio_low,
+                                row.ratio_high, row.verdict))
+    return FileComparison(labels[baseline], labels, rows, missing)

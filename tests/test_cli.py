@@ -1,0 +1,63 @@
+"""The command line as a whole: every subcommand listed with help and an example, usage errors
+exit 2 on stderr, and the README's set-up commands (the ones CI runs) include a main job that
+exits 0 on this machine."""
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+import gpuprofile as gp
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SUBCOMMANDS = ["info", "run", "bench", "compare", "metrics", "stalls", "attention", "profile-kernels"]
+
+
+def gpuprofile(*args):
+    return subprocess.run([sys.executable, "-m", "gpuprofile", *args], capture_output=True, text=True,
+                          cwd=ROOT)
+
+
+def test_top_level_help_lists_every_subcommand_with_examples():
+    out = gpuprofile("--help")
+    assert out.returncode == 0 and "examples:" in out.stdout
+    for name in SUBCOMMANDS:
+        assert re.search(rf"^\s+{re.escape(name)}\s+\S", out.stdout, re.M), name
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_every_subcommand_help_has_an_example(name):
+    out = gpuprofile(name, "--help")
+    assert out.returncode == 0 and out.stderr == ""
+    assert "example" in out.stdout and f"gpuprofile {name}" in out.stdout.split("example", 1)[1]
+
+
+@pytest.mark.parametrize("argv", [[], ["nonsense"], ["bench", "--no-such-option", "1"]])
+def test_usage_errors_exit_2_on_stderr(argv):
+    out = gpuprofile(*argv)
+    assert out.returncode == 2 and out.stdout == "" and "usage: gpuprofile" in out.stderr
+
+
+def readme_commands():
+    text = (ROOT / "README.md").read_text()
+    block = text.split("## Set up", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.strip().splitlines()]
+
+
+def test_ci_runs_exactly_the_readme_set_up_commands():
+    ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
+          if line.strip() and not line.startswith(("#", "set ", "cd ", "rm ", "python3 -m venv", "source ",
+                                                   "python -m pip install -q --upgrade pip"))]
+    assert ci == readme_commands()
+
+
+@pytest.mark.skipif(gp.device_count() > 0, reason="with a device the demo's GPU test runs it (smaller)")
+def test_the_readme_main_job_exits_0_without_a_gpu(tmp_path):
+    (main_job,) = [c for c in readme_commands() if "attention" in c]
+    argv = main_job.split()[3:]  # after `python -m gpuprofile`
+    out = subprocess.run([sys.executable, "-m", "gpuprofile", *argv], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "no CUDA device here" in out.stderr and out.stdout == ""
