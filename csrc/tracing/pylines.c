@@ -1,18 +1,23 @@
 /* Python lines (pylines.h).
  *
- * The handler runs on whichever thread makes a watched CUDA call, but reads Python frames and
- * touches the tables only when that thread holds the GIL: the GIL serializes every table here,
- * and the Python entry points hold it too. A runtime call raises a callback of its own and one
+ * The handler runs on whichever thread makes a watched CUDA call, usually without the GIL (the
+ * frameworks release it around CUDA calls): it reads the thread's frames through pyframes.h and
+ * copies what it keeps (file and function names as UTF-8, lines), so nothing here holds a Python
+ * reference or needs the GIL; `table_lock` guards the tables. A code object is known by its
+ * address, checked against its file name object and first line, so that a new code object at the
+ * address of a dead one is not taken for it. A runtime call raises a callback of its own and one
  * for each driver call inside it, each with its own correlation id (kernel records carry the
- * runtime's, copies both): the runtime enter walks the frames, and driver enters inside it reuse
- * that walk. A driver call outside any runtime call (Triton, CuPy kernels) walks on its own. */
+ * runtime's, copies both): the runtime enter reads the frames, and driver enters inside it reuse
+ * that. A driver call outside any runtime call (Triton, CuPy kernels) reads them itself. */
 #include "pylines.h"
 #include "core/cupti_loader.h"
 #include "core/errors.h"
 #include "core/intmap.h"
 #include "core/layout.h"
+#include "pyframes.h"
 
 #include <cupti.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +28,9 @@ enum { MODE_OFF, MODE_LINE, MODE_STACK };
 static int mode;            /* atomic: what the handler records */
 static unsigned generation; /* atomic: bumped at each start, resets stale per-thread state */
 static int handler_added;
-static PyObject *excluded; /* tuple of str: file prefixes that are not user code */
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static char **prefixes; /* UTF-8 file prefixes that are not user code (under table_lock) */
+static size_t n_prefixes;
 
 /* ---- the calls watched ---------------------------------------------------------------------- */
 
@@ -100,12 +107,19 @@ is_watched(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 
 /* ---- tables (GIL held) ---------------------------------------------------------------------- */
 
-/* Code objects (strong references) and whether each is user code. */
+/* Code objects seen, by address, with copies of their names and whether each is user code. */
+typedef struct {
+    const PyCodeObject *code;
+    const PyObject *filename; /* identity check only: never dereferenced after the capture */
+    int firstlineno;
+    uint8_t user;
+    char *file, *func;
+} code_entry;
+
 static struct {
-    PyObject **obj;
-    uint8_t *user;
-    size_t n, cap, cap_user;
-    gp_intmap index; /* pointer -> index */
+    code_entry *data;
+    size_t n, cap;
+    gp_intmap index; /* address -> index (several when an address was reused) */
 } codes;
 
 /* Sites: (code index, line). */
@@ -130,43 +144,86 @@ static struct {
 } notes;
 static uint64_t notes_lost; /* out of memory */
 
-static int
-is_user_file(PyObject *code)
+/* A UTF-8 copy of str `u`, read without the GIL (str objects are immutable); NULL when out of
+ * memory. */
+static char *
+utf8_copy(PyObject *u)
 {
-    PyObject *file = PyObject_GetAttrString(code, "co_filename");
-    int user = 1;
-    if (file == NULL || !PyUnicode_Check(file)) {
-        PyErr_Clear();
-        user = 0;
-    } else if (excluded != NULL) {
-        for (Py_ssize_t k = 0; user && k < PyTuple_GET_SIZE(excluded); k++)
-            if (PyUnicode_Tailmatch(file, PyTuple_GET_ITEM(excluded, k), 0, PY_SSIZE_T_MAX, -1) ==
-                1)
-                user = 0;
-        PyErr_Clear();
+    if (u == NULL || !PyUnicode_Check(u))
+        return strdup("?");
+    Py_ssize_t n = PyUnicode_GET_LENGTH(u);
+    int kind = PyUnicode_KIND(u);
+    const void *data = PyUnicode_DATA(u);
+    char *out = malloc(4 * (size_t)n + 1), *o = out;
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c < 0x80) {
+            *o++ = (char)c;
+        } else if (c < 0x800) {
+            *o++ = (char)(0xC0 | c >> 6);
+            *o++ = (char)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            *o++ = (char)(0xE0 | c >> 12);
+            *o++ = (char)(0x80 | (c >> 6 & 0x3F));
+            *o++ = (char)(0x80 | (c & 0x3F));
+        } else {
+            *o++ = (char)(0xF0 | c >> 18);
+            *o++ = (char)(0x80 | (c >> 12 & 0x3F));
+            *o++ = (char)(0x80 | (c >> 6 & 0x3F));
+            *o++ = (char)(0x80 | (c & 0x3F));
+        }
     }
-    Py_XDECREF(file);
-    return user;
+    if (out != NULL)
+        *o = '\0';
+    return out;
 }
 
-static uint32_t
-code_index(PyObject *code, int *user)
+static int
+is_user(const char *file)
 {
-    uint32_t i = gp_intmap_find(&codes.index, (uint64_t)(uintptr_t)code, NULL, NULL);
+    for (size_t k = 0; k < n_prefixes; k++)
+        if (strncmp(file, prefixes[k], strlen(prefixes[k])) == 0)
+            return 0;
+    return 1;
+}
+
+static int
+same_code(uint32_t i, const void *ctx)
+{
+    const PyCodeObject *code = ctx;
+    return codes.data[i].filename == code->co_filename &&
+           codes.data[i].firstlineno == code->co_firstlineno;
+}
+
+/* Index of `code` (alive: a frame holds it), added on first sight. table_lock held. */
+static uint32_t
+code_index(PyCodeObject *code, int *user)
+{
+    uint64_t key = (uint64_t)(uintptr_t)code;
+    uint32_t i = gp_intmap_find(&codes.index, key, same_code, code);
     if (i != NONE) {
-        *user = codes.user[i];
+        *user = codes.data[i].user;
         return i;
     }
-    if (gp_reserve((void **)&codes.obj, &codes.cap, codes.n, sizeof *codes.obj) < 0 ||
-        gp_reserve((void **)&codes.user, &codes.cap_user, codes.n, sizeof *codes.user) < 0)
+    if (gp_reserve((void **)&codes.data, &codes.cap, codes.n, sizeof *codes.data) < 0)
         return NONE;
+#if PY_VERSION_HEX >= 0x030B0000
+    PyObject *func = code->co_qualname;
+#else
+    PyObject *func = code->co_name;
+#endif
+    code_entry e = {
+        code,           code->co_filename, code->co_firstlineno, 0, utf8_copy(code->co_filename),
+        utf8_copy(func)};
     i = (uint32_t)codes.n;
-    if (gp_intmap_put(&codes.index, (uint64_t)(uintptr_t)code, i) < 0)
+    if (e.file == NULL || e.func == NULL || gp_intmap_put(&codes.index, key, i) < 0) {
+        free(e.file);
+        free(e.func);
         return NONE;
-    codes.obj[i] = Py_NewRef(code);
-    codes.user[i] = (uint8_t)is_user_file(code);
-    codes.n++;
-    *user = codes.user[i];
+    }
+    e.user = (uint8_t)is_user(e.file);
+    codes.data[codes.n++] = e;
+    *user = e.user;
     return i;
 }
 
@@ -244,10 +301,11 @@ note(uint32_t correlation_id, uint32_t site, uint32_t stack)
 static void
 clear_tables(void)
 {
-    for (size_t k = 0; k < codes.n; k++)
-        Py_DECREF(codes.obj[k]);
-    free(codes.obj);
-    free(codes.user);
+    for (size_t k = 0; k < codes.n; k++) {
+        free(codes.data[k].file);
+        free(codes.data[k].func);
+    }
+    free(codes.data);
     gp_intmap_clear(&codes.index);
     free(sites.code);
     free(sites.line);
@@ -264,41 +322,36 @@ clear_tables(void)
     notes_lost = 0;
 }
 
-/* ---- reading the frames (GIL held) ---------------------------------------------------------- */
+/* ---- reading the frames (any thread, table_lock held) -----------------------------------------
+ */
 
 /* The calling thread's site (innermost user frame, else innermost frame) and, when `whole`, its
- * interned stack. Reading a frame object only: no Python code runs here. */
+ * interned stack; NONE when the thread has no Python frame that can be read. */
 static void
 capture(int whole, uint32_t *site_out, uint32_t *stack_out)
 {
+    gp_pyframe frames[GP_MAX_FRAMES];
     uint32_t ids[GP_MAX_FRAMES];
-    size_t n = 0;
+    int n = gp_pyframes_read(frames, GP_MAX_FRAMES);
     uint32_t first = NONE, user_site = NONE;
-    PyFrameObject *f = PyThreadState_GetFrame(PyThreadState_Get());
-    for (int depth = 0; f != NULL; depth++) {
-        PyCodeObject *code = PyFrame_GetCode(f);
+    int kept = 0;
+    for (int k = 0; k < n; k++) {
         int user = 0;
-        uint32_t ci = code_index((PyObject *)code, &user);
-        Py_DECREF(code);
+        uint32_t ci = code_index(frames[k].code, &user);
         uint32_t s = NONE;
-        if (ci != NONE && (whole || depth == 0 || user))
-            s = site_index(ci, PyFrame_GetLineNumber(f));
-        if (depth == 0)
+        if (ci != NONE && (whole || k == 0 || user))
+            s = site_index(ci, gp_pyframe_line(&frames[k]));
+        if (k == 0)
             first = s;
         if (user && user_site == NONE)
             user_site = s;
-        if (whole && n < GP_MAX_FRAMES)
-            ids[n++] = s;
-        if (!whole && user_site != NONE) {
-            Py_DECREF(f);
+        if (whole)
+            ids[kept++] = s;
+        else if (user_site != NONE)
             break;
-        }
-        PyFrameObject *back = PyFrame_GetBack(f);
-        Py_DECREF(f);
-        f = back;
     }
     *site_out = user_site != NONE ? user_site : first;
-    *stack_out = whole && n > 0 ? stack_index(ids, n) : NONE;
+    *stack_out = whole && kept > 0 ? stack_index(ids, (size_t)kept) : NONE;
 }
 
 /* ---- the handler (any thread) --------------------------------------------------------------- */
@@ -328,11 +381,10 @@ handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, cons
             tls.in_runtime = 0;
         return;
     }
-    if (!PyGILState_Check())
-        return; /* no Python frame of this thread to read, and the tables need the GIL */
+    pthread_mutex_lock(&table_lock);
     if (!runtime && tls.in_runtime) {
-        if (tls.site != NONE)
-            note(d->correlationId, tls.site, tls.stack);
+        note(d->correlationId, tls.site, tls.stack);
+        pthread_mutex_unlock(&table_lock);
         return;
     }
     uint32_t site, stack;
@@ -340,6 +392,7 @@ handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, cons
     capture(m == MODE_STACK, &site, &stack);
     tls.busy = 0;
     note(d->correlationId, site, stack);
+    pthread_mutex_unlock(&table_lock);
     if (runtime) {
         tls.in_runtime = 1;
         tls.site = site;
@@ -353,20 +406,44 @@ static int on_claimed; /* a subscriber claim and the callbacks are held */
 
 /* Clears the tables and sets the excluded prefixes (a tuple of str). 0 or -1 with TypeError. */
 static int
-reset(PyObject *prefixes)
+reset(PyObject *prefix_tuple)
 {
-    if (!PyTuple_Check(prefixes)) {
-        PyErr_Format(PyExc_TypeError, "excluded prefixes must be a tuple of str, got %R", prefixes);
+    if (!PyTuple_Check(prefix_tuple)) {
+        PyErr_Format(PyExc_TypeError, "excluded prefixes must be a tuple of str, got %R",
+                     prefix_tuple);
         return -1;
     }
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(prefixes); k++)
-        if (!PyUnicode_Check(PyTuple_GET_ITEM(prefixes, k))) {
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(prefix_tuple); k++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(prefix_tuple, k))) {
             PyErr_Format(PyExc_TypeError, "excluded prefixes must be str, got %R",
-                         PyTuple_GET_ITEM(prefixes, k));
+                         PyTuple_GET_ITEM(prefix_tuple, k));
             return -1;
         }
+    Py_ssize_t n = PyTuple_GET_SIZE(prefix_tuple);
+    char **copies = calloc((size_t)n + 1, sizeof *copies);
+    for (Py_ssize_t k = 0; copies != NULL && k < n; k++) {
+        const char *utf8 = PyUnicode_AsUTF8(PyTuple_GET_ITEM(prefix_tuple, k));
+        copies[k] = utf8 ? strdup(utf8) : NULL;
+        if (copies[k] == NULL) {
+            for (Py_ssize_t j = 0; j < k; j++)
+                free(copies[j]);
+            free(copies);
+            copies = NULL;
+        }
+    }
+    if (copies == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        return -1;
+    }
+    pthread_mutex_lock(&table_lock);
     clear_tables();
-    Py_XSETREF(excluded, Py_NewRef(prefixes));
+    for (size_t k = 0; k < n_prefixes; k++)
+        free(prefixes[k]);
+    free(prefixes);
+    prefixes = copies;
+    n_prefixes = (size_t)n;
+    pthread_mutex_unlock(&table_lock);
     return 0;
 }
 
@@ -433,16 +510,12 @@ pylines_stop(PyObject *module, PyObject *unused)
 static PyObject *
 site_tuple(size_t k)
 {
-    PyObject *code = codes.obj[sites.code[k]];
-    PyObject *file = PyObject_GetAttrString(code, "co_filename");
-    PyObject *func = file ? PyObject_GetAttrString(code, "co_qualname") : NULL;
-    if (func == NULL && file != NULL) { /* Python 3.10 has no co_qualname */
-        PyErr_Clear();
-        func = PyObject_GetAttrString(code, "co_name");
-    }
-    PyObject *t = func ? Py_BuildValue("(OiOO)", file, sites.line[k], func,
-                                       codes.user[sites.code[k]] ? Py_True : Py_False)
-                       : NULL;
+    const code_entry *c = &codes.data[sites.code[k]];
+    PyObject *file = PyUnicode_DecodeUTF8(c->file, (Py_ssize_t)strlen(c->file), "replace");
+    PyObject *func = PyUnicode_DecodeUTF8(c->func, (Py_ssize_t)strlen(c->func), "replace");
+    PyObject *t = file && func ? Py_BuildValue("(OiOO)", file, sites.line[k], func,
+                                               c->user ? Py_True : Py_False)
+                               : NULL;
     Py_XDECREF(file);
     Py_XDECREF(func);
     return t;
@@ -450,21 +523,34 @@ site_tuple(size_t k)
 
 /* _pylines_take() -> {"notes": bytes, "sites": [(file, line, function, user)], "stacks":
  * [tuple of site ids, innermost first], "lost": int}: the notes since the last take (they are
- * cleared), and every site and stack so far. */
+ * cleared), and every site and stack so far. The notes and counts are taken under the lock and
+ * the objects made after it (making objects may run a finalizer that calls CUDA, whose callback
+ * takes the lock). The tables only grow, and only reset() (GIL held, like this) empties them. */
 static PyObject *
 pylines_take(PyObject *module, PyObject *unused)
 {
-    PyObject *site_list = PyList_New((Py_ssize_t)sites.n);
-    PyObject *stack_list = site_list ? PyList_New((Py_ssize_t)stacks.n) : NULL;
+    pthread_mutex_lock(&table_lock);
+    gp_pyline_out *taken = notes.data;
+    size_t n_notes = notes.n, n_sites = sites.n, n_stacks = stacks.n;
+    unsigned long long lost = notes_lost;
+    notes.data = NULL;
+    notes.n = notes.cap = 0;
+    notes_lost = 0;
+    pthread_mutex_unlock(&table_lock);
+    PyObject *raw =
+        PyBytes_FromStringAndSize((const char *)taken, (Py_ssize_t)(n_notes * sizeof *taken));
+    free(taken);
+    PyObject *site_list = raw ? PyList_New((Py_ssize_t)n_sites) : NULL;
+    PyObject *stack_list = site_list ? PyList_New((Py_ssize_t)n_stacks) : NULL;
     if (stack_list == NULL)
         goto error;
-    for (size_t k = 0; k < sites.n; k++) {
+    for (size_t k = 0; k < n_sites; k++) {
         PyObject *t = site_tuple(k);
         if (t == NULL)
             goto error;
         PyList_SET_ITEM(site_list, (Py_ssize_t)k, t);
     }
-    for (size_t k = 0; k < stacks.n; k++) {
+    for (size_t k = 0; k < n_stacks; k++) {
         PyObject *t = PyTuple_New((Py_ssize_t)stacks.len[k]);
         if (t == NULL)
             goto error;
@@ -476,34 +562,41 @@ pylines_take(PyObject *module, PyObject *unused)
             PyTuple_SET_ITEM(t, (Py_ssize_t)j, id);
         }
     }
-    PyObject *raw = PyBytes_FromStringAndSize((const char *)notes.data,
-                                              (Py_ssize_t)(notes.n * sizeof *notes.data));
-    if (raw == NULL)
-        goto error;
-    unsigned long long lost = notes_lost;
-    notes.n = 0;
-    notes_lost = 0;
     return Py_BuildValue("{s:N,s:N,s:N,s:K}", "notes", raw, "sites", site_list, "stacks",
                          stack_list, "lost", lost);
 error:
+    Py_XDECREF(raw);
     Py_XDECREF(site_list);
     Py_XDECREF(stack_list);
     return NULL;
 }
 
-/* _pylines_capture(correlation_id, stack=False) -> (site, stack): notes the calling frame as the
- * handler would for a CUDA call with that id (tests; the cost of a capture without a GPU). */
+/* _pylines_capture(correlation_id, stack=False, release_gil=False) -> (site, stack): notes the
+ * calling frame as the handler would for a CUDA call with that id, optionally with the GIL
+ * released as frameworks do (tests; the cost of a capture without a GPU). */
 static PyObject *
 pylines_capture(PyObject *module, PyObject *args)
 {
     unsigned int corr;
-    int whole = 0;
-    if (!PyArg_ParseTuple(args, "I|p:_pylines_capture", &corr, &whole))
+    int whole = 0, release = 0;
+    if (!PyArg_ParseTuple(args, "I|pp:_pylines_capture", &corr, &whole, &release))
         return NULL;
     uint32_t site, stack;
+    PyThreadState *saved = release ? PyEval_SaveThread() : NULL;
+    pthread_mutex_lock(&table_lock);
     capture(whole, &site, &stack);
     note(corr, site, stack);
+    pthread_mutex_unlock(&table_lock);
+    if (saved != NULL)
+        PyEval_RestoreThread(saved);
     return Py_BuildValue("(kk)", (unsigned long)site, (unsigned long)stack);
+}
+
+/* _pylines_nogil() -> bool: frames are read without the GIL on this Python (3.11, 3.12). */
+static PyObject *
+pylines_nogil(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(gp_pyframes_nogil());
 }
 
 /* _pylines_layout() -> dtype dict of gp_pyline_out. */
@@ -523,8 +616,9 @@ static PyMethodDef pylines_methods[] = {
     {"_pylines_reset", pylines_reset, METH_O, "Clear the tables; set the excluded prefixes."},
     {"_pylines_take", pylines_take, METH_NOARGS, "Notes since the last take, sites and stacks."},
     {"_pylines_capture", pylines_capture, METH_VARARGS,
-     "_pylines_capture(correlation_id, stack=False): note the calling frame (tests)."},
+     "_pylines_capture(correlation_id, stack=False, release_gil=False): note the calling frame."},
     {"_pylines_layout", pylines_layout, METH_NOARGS, "dtype dict of the notes."},
+    {"_pylines_nogil", pylines_nogil, METH_NOARGS, "Whether frames are read without the GIL."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -43,6 +43,21 @@ def test_capture_names_the_innermost_user_line():
                                         "test_capture_names_the_innermost_user_line", True)
 
 
+def test_capture_without_the_gil_as_frameworks_call_cuda():
+    _C._pylines_reset(())
+
+    def launch(corr):
+        return _C._pylines_capture(corr, True, True)  # nogil-here
+
+    got = launch(3)
+    lines = _take("stack")
+    if not _C._pylines_nogil():  # another Python: frames are read only with the GIL
+        assert got == (0xFFFFFFFF, 0xFFFFFFFF)
+        return
+    assert lines.sites[got[0]][:2] == (HERE, _line_of("nogil-here"))
+    assert lines.frames(got[1])[-1].endswith(f"({HERE}:{_line_of('nogil-here')})")
+
+
 def test_library_frames_are_skipped_to_the_user_line(tmp_path):
     lib = tmp_path / "fakelib" / "ops.py"
     lib.parent.mkdir()
