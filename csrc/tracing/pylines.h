@@ -16,13 +16,6 @@
 #include <Python.h>
 #include <stdint.h>
 
-/* 12 bytes: CUDA call `correlation_id` was made from site `site` (UINT32_MAX: none) with stack
- * `stack` (UINT32_MAX: not recorded). */
-typedef struct {
-    uint32_t correlation_id, site, stack;
-} gp_pyline_out;
-_Static_assert(sizeof(gp_pyline_out) == 12, "gp_pyline_out layout");
-
 int gp_pylines_init(PyObject *module);
 
 #endif

@@ -1,0 +1,37 @@
+/* The tables behind Python lines (pylines.h): code objects seen (by address, checked against
+ * their file name object and first line so that a new code object at a dead one's address is not
+ * taken for it; names copied as UTF-8, and whether each is user code), sites (code, line),
+ * stacks (runs of sites, innermost first) and the notes not yet taken. Nothing here holds a
+ * Python reference, so the launch callback can use it without the GIL: callers hold
+ * gp_pysites_lock, except for reset and take, which take it themselves (GIL held). */
+#ifndef GP_PYSITES_H
+#define GP_PYSITES_H
+
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+
+/* 12 bytes: CUDA call `correlation_id` was made from site `site` (UINT32_MAX: none) with stack
+ * `stack` (UINT32_MAX: not recorded). */
+typedef struct {
+    uint32_t correlation_id, site, stack;
+} gp_pyline_out;
+_Static_assert(sizeof(gp_pyline_out) == 12, "gp_pyline_out layout");
+
+extern pthread_mutex_t gp_pysites_lock;
+
+/* Indices, UINT32_MAX when out of memory. `code` must be alive (a frame holds it). */
+uint32_t gp_pysites_code(PyCodeObject *code, int *user);
+uint32_t gp_pysites_site(uint32_t code, int line);
+uint32_t gp_pysites_stack(const uint32_t *ids, size_t n);
+void gp_pysites_note(uint32_t correlation_id, uint32_t site, uint32_t stack);
+
+/* Empties the tables and sets the file prefixes that are not user code (a tuple of str). 0, or
+ * -1 with TypeError/MemoryError. */
+int gp_pysites_reset(PyObject *prefix_tuple);
+
+/* {"notes": bytes, "sites": [(file, line, function, user)], "stacks": [tuple of site ids],
+ * "lost": int}: the notes since the last take (cleared), and every site and stack so far. */
+PyObject *gp_pysites_take(void);
+
+#endif
