@@ -34,6 +34,8 @@ MODES = {
     "default": "profile() (all kinds) in a region",
     "lines": "profile(python_stacks='line') in a region",
     "stacks": "profile(python_stacks='stack') in a region",
+    "lines-cb-only": "profile() + the Python-line callbacks, handler returning at once",
+    "lines-rt-cb-only": "profile() + the runtime-API half of those callbacks, returning at once",
     "torch.profiler": "torch.profiler(CUDA) on the same loop",
 }
 # A torch loop of small ops called through a few Python frames, as a model's code would: what
@@ -108,6 +110,11 @@ def child_launch(mode: str, n: int, repeats: int) -> dict:
         stacks = {"default": False, "lines": "line", "stacks": "stack"}[mode]
         ctx.enter_context(gp.profile(python_stacks=stacks))
         ctx.enter_context(gp.region("loop"))
+    elif mode in ("lines-cb-only", "lines-rt-cb-only"):  # where the cost of "lines" goes
+        ctx.enter_context(gp.profile())
+        ctx.enter_context(gp.region("loop"))
+        _C._pylines_start(False, (), 3 if mode == "lines-cb-only" else 1, False)
+        ctx.callback(_C._pylines_stop)
     elif mode == "torch.profiler":
         import torch
 

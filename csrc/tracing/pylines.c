@@ -25,7 +25,8 @@
 #define NONE UINT32_MAX
 
 enum { MODE_OFF, MODE_LINE, MODE_STACK };
-static int mode;            /* atomic: what the handler records */
+static int mode;     /* atomic: what the handler records */
+static int work = 1; /* 0: the handler returns at once (the cost breakdown of bench_tracing) */
 static unsigned generation; /* atomic: bumped at each start, resets stale per-thread state */
 static int handler_added;
 
@@ -93,13 +94,17 @@ static const gp_cupti_callback watched[] = {
 #undef DRV
 #define N_WATCHED (sizeof watched / sizeof watched[0])
 
+/* Which callback ids the handler acts on, per domain (0 runtime, 1 driver): filled at start from
+ * `watched` and the domains asked for. */
+#define GP_MAX_CBID 2048
+static uint8_t watching[2][GP_MAX_CBID];
+
 static int
 is_watched(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
 {
-    for (size_t k = 0; k < N_WATCHED; k++)
-        if (watched[k].cbid == cbid && watched[k].domain == domain)
-            return 1;
-    return 0;
+    int d = domain == CUPTI_CB_DOMAIN_DRIVER_API;
+    return (domain == CUPTI_CB_DOMAIN_RUNTIME_API || d) && cbid < GP_MAX_CBID &&
+           __atomic_load_n(&watching[d][cbid], __ATOMIC_RELAXED);
 }
 
 /* ---- reading the frames (any thread, gp_pysites_lock held)
@@ -113,26 +118,34 @@ capture(int whole, uint32_t *site_out, uint32_t *stack_out)
 {
     gp_pyframe frames[GP_MAX_FRAMES];
     uint32_t ids[GP_MAX_FRAMES];
-    int n = gp_pyframes_read(frames, GP_MAX_FRAMES);
-    uint32_t first = NONE, user_site = NONE;
-    int kept = 0;
-    for (int k = 0; k < n; k++) {
-        int user = 0;
-        uint32_t ci = gp_pysites_code(frames[k].code, &user);
-        uint32_t s = NONE;
-        if (ci != NONE && (whole || k == 0 || user))
-            s = gp_pysites_site(ci, gp_pyframe_line(&frames[k]));
-        if (k == 0)
-            first = s;
-        if (user && user_site == NONE)
-            user_site = s;
-        if (whole)
-            ids[kept++] = s;
-        else if (user_site != NONE)
-            break;
+    /* The user frame is usually among the innermost few: read them first, more only if needed. */
+    int max = whole ? GP_MAX_FRAMES : 16;
+    for (;;) {
+        int n = gp_pyframes_read(frames, max);
+        uint32_t first = NONE, user_site = NONE;
+        int kept = 0;
+        for (int k = 0; k < n; k++) {
+            int user = 0;
+            uint32_t ci = gp_pysites_code(frames[k].code, &user);
+            uint32_t s = NONE;
+            if (ci != NONE && (whole || k == 0 || user))
+                s = gp_pysites_site_at(ci, &frames[k]);
+            if (k == 0)
+                first = s;
+            if (user && user_site == NONE)
+                user_site = s;
+            if (whole)
+                ids[kept++] = s;
+            else if (user_site != NONE)
+                break;
+        }
+        if (whole || user_site != NONE || n < max || max == GP_MAX_FRAMES) {
+            *site_out = user_site != NONE ? user_site : first;
+            *stack_out = whole && kept > 0 ? gp_pysites_stack(ids, (size_t)kept) : NONE;
+            return;
+        }
+        max = GP_MAX_FRAMES;
     }
-    *site_out = user_site != NONE ? user_site : first;
-    *stack_out = whole && kept > 0 ? gp_pysites_stack(ids, (size_t)kept) : NONE;
 }
 
 /* ---- the handler (any thread) --------------------------------------------------------------- */
@@ -140,15 +153,14 @@ capture(int whole, uint32_t *site_out, uint32_t *stack_out)
 static _Thread_local struct {
     unsigned generation;
     int busy;       /* inside capture: a call made meanwhile is not re-entered */
-    int in_runtime; /* inside a watched runtime call: driver calls reuse its site */
-    uint32_t site, stack;
+    int in_runtime; /* inside a watched runtime call: driver calls inside it are not noted */
 } tls;
 
 static void
 handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *cbdata)
 {
     int m = __atomic_load_n(&mode, __ATOMIC_ACQUIRE);
-    if (m == MODE_OFF || tls.busy || !is_watched(domain, cbid))
+    if (m == MODE_OFF || tls.busy || !is_watched(domain, cbid) || !work)
         return;
     const CUpti_CallbackData *d = cbdata;
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
@@ -162,23 +174,16 @@ handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, cons
             tls.in_runtime = 0;
         return;
     }
+    if (!runtime && tls.in_runtime)
+        return; /* the runtime call's id is the one kernel and copy records carry */
     pthread_mutex_lock(&gp_pysites_lock);
-    if (!runtime && tls.in_runtime) {
-        gp_pysites_note(d->correlationId, tls.site, tls.stack);
-        pthread_mutex_unlock(&gp_pysites_lock);
-        return;
-    }
     uint32_t site, stack;
     tls.busy = 1;
     capture(m == MODE_STACK, &site, &stack);
     tls.busy = 0;
     gp_pysites_note(d->correlationId, site, stack);
     pthread_mutex_unlock(&gp_pysites_lock);
-    if (runtime) {
-        tls.in_runtime = 1;
-        tls.site = site;
-        tls.stack = stack;
-    }
+    tls.in_runtime = runtime;
 }
 
 /* ---- Python entry points (GIL held) ---------------------------------------------------------- */
@@ -194,18 +199,43 @@ pylines_reset(PyObject *module, PyObject *prefixes)
     Py_RETURN_NONE;
 }
 
-/* _pylines_start(stack: bool, excluded: tuple of str): start noting (clears the tables). */
+/* The watched callbacks of the domains in `domains` (1 runtime, 2 driver), and the bitmap. */
+static size_t
+select_watched(int domains, gp_cupti_callback *out)
+{
+    size_t n = 0;
+    memset(watching, 0, sizeof watching);
+    for (size_t k = 0; k < N_WATCHED; k++) {
+        int d = watched[k].domain == CUPTI_CB_DOMAIN_DRIVER_API;
+        if (domains & (1 << d) && watched[k].cbid < GP_MAX_CBID) {
+            out[n++] = watched[k];
+            watching[d][watched[k].cbid] = 1;
+        }
+    }
+    return n;
+}
+
+static gp_cupti_callback enabled_now[N_WATCHED];
+static size_t n_enabled_now;
+
+/* _pylines_start(stack: bool, excluded: tuple of str, domains=3, work=True): start noting (clears
+ * the tables). `domains` and `work` serve the cost breakdown in benchmarks/bench_tracing.py only:
+ * callbacks of the runtime (1) and/or driver (2) API, and whether the handler does anything. */
 static PyObject *
 pylines_start(PyObject *module, PyObject *args)
 {
-    int whole;
+    int whole, domains = 3, do_work = 1;
     PyObject *prefixes;
-    if (!PyArg_ParseTuple(args, "pO:_pylines_start", &whole, &prefixes))
+    if (!PyArg_ParseTuple(args, "pO|ip:_pylines_start", &whole, &prefixes, &domains, &do_work))
         return NULL;
+    if (domains < 1 || domains > 3)
+        return PyErr_Format(PyExc_ValueError, "domains must be 1, 2 or 3, got %d", domains);
     if (on_claimed) {
         PyErr_SetString(gp_GpuProfileError, "Python lines are already being recorded");
         return NULL;
     }
+    if (gp_pysites_reset(prefixes) < 0)
+        return NULL;
     if (gp_cupti_subscribe() < 0)
         return NULL;
     if (!handler_added) {
@@ -213,16 +243,14 @@ pylines_start(PyObject *module, PyObject *args)
             goto error;
         handler_added = 1;
     }
-    if (gp_cupti_callbacks_on(watched, N_WATCHED) < 0)
+    n_enabled_now = select_watched(domains, enabled_now);
+    if (gp_cupti_callbacks_on(enabled_now, n_enabled_now) < 0)
         goto error;
-    if (gp_pysites_reset(prefixes) < 0)
-        goto error_on;
     on_claimed = 1;
+    work = do_work;
     __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&mode, whole ? MODE_STACK : MODE_LINE, __ATOMIC_RELEASE);
     Py_RETURN_NONE;
-error_on:
-    (void)gp_cupti_callbacks_off(watched, N_WATCHED);
 error:
     gp_cupti_release();
     return NULL;
@@ -236,7 +264,7 @@ pylines_stop(PyObject *module, PyObject *unused)
     if (!on_claimed)
         Py_RETURN_NONE;
     on_claimed = 0;
-    int rc = gp_cupti_callbacks_off(watched, N_WATCHED);
+    int rc = gp_cupti_callbacks_off(enabled_now, n_enabled_now);
     gp_cupti_release();
     if (rc < 0) {
         PyErr_SetString(gp_CuptiError, "could not disable the Python-line callbacks");

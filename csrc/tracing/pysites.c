@@ -26,12 +26,14 @@ static struct {
     gp_intmap index; /* address -> index (several when an address was reused) */
 } codes;
 
-/* Sites: (code index, line). */
+/* Sites: (code index, line); `at` caches the site of each (code index, instruction offset), so
+ * that a line table is read once per call site. */
 static struct {
     uint32_t *code;
     int32_t *line;
     size_t n, cap, cap_line;
     gp_intmap index; /* code index << 32 | line -> index */
+    gp_intmap at;    /* code index << 32 | instruction offset -> index */
 } sites;
 
 /* Stacks: runs of site ids (innermost first) in one pool. */
@@ -150,6 +152,21 @@ gp_pysites_site(uint32_t code, int line)
     return i;
 }
 
+uint32_t
+gp_pysites_site_at(uint32_t code, gp_pyframe *frame)
+{
+    if (frame->line >= 0) /* read with the line already known */
+        return gp_pysites_site(code, frame->line);
+    uint64_t key = ((uint64_t)code << 32 | (uint32_t)frame->lasti) + 1;
+    uint32_t i = gp_intmap_find(&sites.at, key, NULL, NULL);
+    if (i == NONE) {
+        i = gp_pysites_site(code, gp_pyframe_line(frame));
+        if (i != NONE && gp_intmap_put(&sites.at, key, i) < 0)
+            return i; /* uncached: found again next time */
+    }
+    return i;
+}
+
 typedef struct {
     const uint32_t *ids;
     size_t n;
@@ -214,6 +231,7 @@ clear_tables(void)
     free(sites.code);
     free(sites.line);
     gp_intmap_clear(&sites.index);
+    gp_intmap_clear(&sites.at);
     free(stacks.pool);
     free(stacks.start);
     free(stacks.len);

@@ -8,6 +8,7 @@
 #define GP_PYSITES_H
 
 #include <Python.h>
+#include "pyframes.h"
 #include <pthread.h>
 #include <stdint.h>
 
@@ -23,6 +24,8 @@ extern pthread_mutex_t gp_pysites_lock;
 /* Indices, UINT32_MAX when out of memory. `code` must be alive (a frame holds it). */
 uint32_t gp_pysites_code(PyCodeObject *code, int *user);
 uint32_t gp_pysites_site(uint32_t code, int line);
+/* The site of a frame of code `code`, its line read once per instruction offset. */
+uint32_t gp_pysites_site_at(uint32_t code, gp_pyframe *frame);
 uint32_t gp_pysites_stack(const uint32_t *ids, size_t n);
 void gp_pysites_note(uint32_t correlation_id, uint32_t site, uint32_t stack);
 
