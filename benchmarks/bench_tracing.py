@@ -10,6 +10,10 @@
 2. Region enter+exit cost with and without tracing (tracing pushes an external correlation id).
 3. 1,000,000 tiny kernels traced: records received, dropped records, and the time to stop
    (flush + hand-over), build the arrays, and export the Chrome trace (plain and gzip).
+4. Python lines (profile(python_stacks=...)): per launch in the C loop and per op in a torch loop
+   called three Python frames deep, across processes as above and, with less noise, in one
+   process as A/B pairs (with and without the notes inside one profile(); torch.profiler with and
+   without with_stack=True), the median of the per-pair differences.
 
 Prints a table last and writes JSON (--output).
 """
@@ -175,6 +179,70 @@ def child_torch(mode: str, n: int, repeats: int) -> dict:
             "median_ns": statistics.median(per_op)}
 
 
+def child_paired(n_launch: int, n_ops: int, pairs: int) -> dict:
+    """The cost of the Python-line notes measured in one process: the same loop with and without
+    them, alternated (ABBA) inside one running profile(), so that the drift between processes
+    (±0.5 µs per launch on this VM) cancels; and torch.profiler with and without with_stack=True
+    the same way. Median per-pair differences, in ns per launch / per op."""
+    import gpuprofile as gp
+    from gpuprofile import _C
+    from gpuprofile.tracing.pylines import excluded_prefixes
+
+    out: dict = {"pairs": pairs}
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    if torch is not None:
+        x = torch.zeros(1024, device="cuda")
+
+        def torch_loop(k):
+            for _ in range(k):
+                x.add_(1)
+
+        torch_loop(100)
+    loops = {"c_loop": lambda: _C._launch_empty(n_launch) / n_launch}
+    if torch is not None:
+        loops["torch_loop"] = lambda: _timed(lambda: torch_loop(n_ops)) / n_ops
+    prefixes = excluded_prefixes()
+    with gp.profile(memory=False), gp.region("paired"):
+        for name, loop in loops.items():
+            for mode in ("line", "stack"):
+                diffs = []
+                for i in range(pairs):
+                    order = (False, True) if i % 2 == 0 else (True, False)
+                    got = {}
+                    for on in order:
+                        if on:
+                            _C._pylines_start(mode == "stack", prefixes)
+                        got[on] = loop()
+                        _C._synchronize()
+                        if on:
+                            _C._pylines_stop()
+                            _C._pylines_take()
+                    diffs.append(got[True] - got[False])
+                out[f"{name}_{mode}_added_ns"] = statistics.median(diffs)
+    if torch is not None:
+        diffs = []
+        for i in range(pairs):
+            order = (False, True) if i % 2 == 0 else (True, False)
+            got = {}
+            for stack in order:
+                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA],
+                                            with_stack=stack):
+                    got[stack] = _timed(lambda: torch_loop(n_ops)) / n_ops
+                    torch.cuda.synchronize()
+            diffs.append(got[True] - got[False])
+        out["torch_loop_torch_profiler_with_stack_added_ns"] = statistics.median(diffs)
+    return out
+
+
+def _timed(fn) -> int:
+    t0 = time.perf_counter_ns()
+    fn()
+    return time.perf_counter_ns() - t0
+
+
 def child_regions(n: int, repeats: int) -> dict:
     import gpuprofile as gp
 
@@ -261,6 +329,8 @@ def main(argv=None) -> int:
     ap.add_argument("--big", type=int, default=1_000_000, help="kernels in the large trace")
     ap.add_argument("--torch-ops", type=int, default=20_000, help="torch ops per repeat")
     ap.add_argument("--skip-big", action="store_true", help="leave out the 1M-kernel trace")
+    ap.add_argument("--pairs", type=int, default=20, help="A/B pairs of the in-process comparison")
+    ap.add_argument("--only-paired", action="store_true", help="run the in-process comparison only")
     ap.add_argument("--output", default="bench_tracing.json")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -272,6 +342,8 @@ def main(argv=None) -> int:
             result = child_regions(int(rest[0]), int(rest[1]))
         elif kind == "torch":
             result = child_torch(rest[0], int(rest[1]), int(rest[2]))
+        elif kind == "paired":
+            result = child_paired(int(rest[0]), int(rest[1]), int(rest[2]))
         else:
             result = child_big(int(rest[0]), rest[1] == "1")
         print(json.dumps(result), flush=True)
@@ -289,7 +361,7 @@ def main(argv=None) -> int:
     modes = [m for m in MODES if m != "torch.profiler" or _torch_available()]
     # Every mode once per round, rounds repeated: the machine's drift (this VM's launch cost moves
     # by ±0.5 us between processes) hits every mode alike; the figure is the median of all repeats.
-    for _ in range(args.rounds):
+    for _ in range(0 if args.only_paired else args.rounds):
         for mode in modes:
             got = _child(["launch", mode, str(args.launches), str(args.repeats)])
             merged = results["launch"].setdefault(mode, {"mode": mode, "launches": args.launches,
@@ -304,7 +376,7 @@ def main(argv=None) -> int:
             r.pop("error", None)
     if _torch_available():
         results["torch"] = {}
-        for _ in range(args.rounds):
+        for _ in range(0 if args.only_paired else args.rounds):
             for mode in TORCH_MODES:
                 got = _child(["torch", mode, str(args.torch_ops), str(args.repeats)])
                 merged = results["torch"].setdefault(mode, {"mode": mode, "ns_per_op": []})
@@ -314,12 +386,21 @@ def main(argv=None) -> int:
         for r in results["torch"].values():
             if r["ns_per_op"]:
                 r["median_ns"] = statistics.median(r["ns_per_op"])
-    results["regions"] = _child(["regions", "100000", "5"])
-    for regions in (() if args.skip_big else (False, True)):
+    results["paired"] = _child(["paired", str(args.launches), str(args.torch_ops),
+                                str(args.pairs)], timeout=600)
+    results["regions"] = None if args.only_paired else _child(["regions", "100000", "5"])
+    for regions in (() if args.skip_big or args.only_paired else (False, True)):
         results["big"].append(_child(["big", str(args.big), "1" if regions else "0"]))
     with open(args.output, "w") as f:
         json.dump(results, f, indent=1)
 
+    paired = results["paired"]
+    print(_table(["in one process, A/B pairs", "added ns"],
+                 [[k, round(v, 1)] for k, v in paired.items() if k.endswith("_ns")]
+                 or [["error", " ".join(paired.get("error", []))]]))
+    if args.only_paired:
+        print(f"results written to {args.output}")
+        return 0
     off = results["launch"]["off"].get("median_ns", float("nan"))
     bare = results["launch"].get("bare-cupti", {}).get("median_ns", float("nan"))
     rows = []
