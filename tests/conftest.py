@@ -1,6 +1,17 @@
+import os
+
 import pytest
+from hypothesis import HealthCheck, settings
 
 import gpuprofile
+
+# Fuzzing budgets (tests marked `fuzz`): the normal suite runs a small, derandomized budget so
+# that every run checks the same inputs in a few seconds; `make fuzz` sets GPUPROFILE_FUZZ=long.
+settings.register_profile("ci", max_examples=60, derandomize=True, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=20_000, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("GPUPROFILE_FUZZ", "ci"))
 
 
 def pytest_collection_modifyitems(config, items):
