@@ -46,14 +46,14 @@ check_shape(const gp_array *a, const char *name)
     int64_t count = 1;
     for (int i = 0; i < a->ndim; i++)
         if (a->shape[i] < 0) {
-            PyErr_Format(PyExc_ValueError, "%s: dimension %d has negative size %lld (via %s)",
-                         name, i, (long long)a->shape[i], a->via);
+            PyErr_Format(PyExc_ValueError, "%s: dimension %d has negative size %lld (via %s)", name,
+                         i, (long long)a->shape[i], a->via);
             return -1;
         }
     for (int i = 0; i < a->ndim; i++)
         if (__builtin_mul_overflow(count, a->shape[i], &count) || count > GP_ARRAY_MAX_ELEMENTS) {
-            PyErr_Format(PyExc_ValueError, "%s: shape has too many elements for 64-bit sizes (via %s)",
-                         name, a->via);
+            PyErr_Format(PyExc_ValueError,
+                         "%s: shape has too many elements for 64-bit sizes (via %s)", name, a->via);
             return -1;
         }
     return 0;
