@@ -95,6 +95,20 @@ check_ndim(int ndim, const char *name, const char *via)
 
 /* ---- CUDA Array Interface ------------------------------------------------------------------ */
 
+/* An int entry of the interface; one beyond 64 bits is a ValueError (not OverflowError). */
+static int
+cai_int(PyObject *v, const char *what, const char *name, long long *out)
+{
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s.__cuda_array_interface__['%s'] holds an int beyond 64 bits", name, what);
+        return -1;
+    }
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 static int
 cai_int_tuple(PyObject *t, const char *what, const char *name, int64_t *out, int n)
 {
@@ -106,9 +120,10 @@ cai_int_tuple(PyObject *t, const char *what, const char *name, int64_t *out, int
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        out[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
-        if (out[i] == -1 && PyErr_Occurred())
+        long long v;
+        if (cai_int(PyTuple_GET_ITEM(t, i), what, name, &v) < 0)
             return -1;
+        out[i] = v;
     }
     return 0;
 }
@@ -129,14 +144,14 @@ static int
 cai_stream(PyObject *iface, const char *name, gp_array *a)
 {
     PyObject *version = PyDict_GetItemString(iface, "version"); /* borrowed */
-    long v = version ? PyLong_AsLong(version) : 0;
-    if (v == -1 && PyErr_Occurred())
+    long long v = 0;
+    if (version != NULL && cai_int(version, "version", name, &v) < 0)
         return -1;
     PyObject *stream = v >= 3 ? PyDict_GetItemString(iface, "stream") : NULL;
     if (stream == NULL || stream == Py_None)
         return 0;
-    long long s = PyLong_AsLongLong(stream);
-    if (s == -1 && PyErr_Occurred())
+    long long s;
+    if (cai_int(stream, "stream", name, &s) < 0)
         return -1;
     if (s == 0) {
         PyErr_Format(PyExc_ValueError,
@@ -399,9 +414,10 @@ dlpack_on_cuda(PyObject *obj)
     Py_DECREF(method);
     if (dev == NULL)
         return -1;
-    int type = -1;
+    long type = -1;
+    int overflow = 0; /* a type beyond C long is no device type we know */
     if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2)
-        type = (int)PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
+        type = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(dev, 0), &overflow);
     Py_DECREF(dev);
     if (type == -1 && PyErr_Occurred())
         return -1;

@@ -212,3 +212,25 @@ def test_scale_beyond_float_range_is_refused():
     q = np.zeros((1, 1, 4, 64), np.float32)
     with pytest.raises(ValueError, match="scale must be a positive finite number"):
         gp.kernels.attention(q, q, q, scale=1e300)
+
+
+@pytest.mark.parametrize("entry", [{"version": 2**70}, {"version": 3, "stream": 2**70},
+                                   {"data": (2**70, False)}, {"shape": (1, 1, 2**70, 64)}])
+def test_cai_ints_beyond_64_bits_are_value_errors(entry):
+    """They raised OverflowError (found by the long fuzzing run)."""
+    iface = {"shape": (1, 1, 16, 64), "typestr": "<f4", "data": (256, False), "version": 3, **entry}
+
+    class CAI:
+        __cuda_array_interface__ = iface
+
+    with pytest.raises(ValueError, match="beyond 64 bits"):
+        _C._attention(CAI(), CAI(), CAI())
+
+
+def test_dlpack_device_type_beyond_c_long_is_not_cuda():
+    class Producer:
+        def __dlpack_device__(self):
+            return (2**70, 0)
+
+    with pytest.raises(TypeError, match="must be a NumPy array or a CUDA array"):
+        _C._attention(Producer(), Producer(), Producer())
