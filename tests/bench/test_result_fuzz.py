@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import gpuprofile as gp
 from gpuprofile.bench.result import BenchmarkResult, compare
-from gpuprofile.pytest_plugin import _fail_if_slower, baselines, summary_lines
+from gpuprofile.pytest_plugin import _fail_if_slower, _read, baselines, summary_lines
 
 pytestmark = pytest.mark.fuzz
 
@@ -108,6 +108,17 @@ def test_compare_files(data):
         result.name = name
         with clear_errors_only(pytest.fail.Exception):
             _fail_if_slower(result, b, 5.0)
+
+
+@given(cut=st.integers(0, 2000), data=st.data())
+def test_truncated_compare_files(tmp_path_factory, cut, data):
+    """--gpu-benchmark-compare on a cut or damaged file: a usage error, nothing else."""
+    path = tmp_path_factory.mktemp("c") / "base.json"
+    doc = data.draw(st.one_of(st.just({"results": [{**valid(), "name": "t"}]}), json_values()))
+    text = json.dumps(doc)
+    path.write_text(text[: cut % (len(text) + 1)])
+    with clear_errors_only(pytest.UsageError):
+        baselines(_read(str(path)))
 
 
 # ---- findings of the fuzzing above, kept as regression tests -------------------------------------
