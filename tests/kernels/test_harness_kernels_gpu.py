@@ -40,12 +40,14 @@ def test_workloads(kind):
 
 
 def test_read_flush_and_gate_kernels_through_benchmark():
+    """cold: gate, L2 flush and read kernels; hot: gate and read; graph: read captured on s."""
     buf = kernels.DeviceBuffer(1 << 22)
     try:
-        for mode in ("cold", "hot", "graph"):
-            r = gp.benchmark(kernels.read, buf, clock="gpu", mode=mode, warmup=0, min_time=0,
-                             max_time=0.2, min_iters=5, max_iters=20)
-            assert r.iterations >= 5 and r.median_ms > 0
+        with gp.Stream() as s:
+            for mode in ("cold", "hot", "graph"):
+                r = gp.benchmark(kernels.read, buf, s, clock="gpu", mode=mode, stream=s, warmup=0,
+                                 min_time=0, max_time=0.2, min_iters=5, max_iters=20)
+                assert r.iterations >= 5 and r.median_ms > 0
     finally:
         buf.close()
 
