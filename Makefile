@@ -2,7 +2,8 @@
 PYTHON ?= python3
 ARCHS ?= 80;90
 
-.PHONY: help build test test-gpu bench format lint clean
+.PHONY: help build test test-gpu bench format lint clean sanitize fuzz leaks reliability-gpu \
+        compute-sanitizer
 
 C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h)
 # Reformatted with the tracing work that owns them (they are being edited on another branch).
@@ -15,6 +16,11 @@ help:
 	@echo "bench     every benchmark in benchmarks/ (needs a GPU; see docs/benchmarks.md)"
 	@echo "format    clang-format and ruff format"
 	@echo "lint      ruff check and clang-format --dry-run"
+	@echo "sanitize  the CPU suite against an ASan + UBSan build (tools/sanitize.sh; CI runs it)"
+	@echo "fuzz      the fuzz tests (marker fuzz) with a long budget: FUZZ_PROFILE=long"
+	@echo "leaks     the leak tests (marker leak; with a device, the GPU ones too)"
+	@echo "reliability-gpu  on a GPU machine: leaks, fuzz, threads, Ctrl-C, then compute-sanitizer"
+	@echo "compute-sanitizer  memcheck/racecheck/synccheck over the kernel tests (needs a GPU)"
 
 build:
 	GPUPROFILE_CUDA_ARCHS="$(ARCHS)" $(PYTHON) -m pip install --no-build-isolation -e .
@@ -42,3 +48,25 @@ lint:
 
 clean:
 	rm -rf build *.egg-info gpuprofile/_C*.so
+
+# Reliability (issue 13): docs/benchmarks.md records what these found.
+FUZZ_PROFILE ?= long
+
+sanitize:
+	PYTHON=$(PYTHON) tools/sanitize.sh
+
+fuzz:
+	GPUPROFILE_FUZZ=$(FUZZ_PROFILE) $(PYTHON) -m pytest -q -p no:cacheprovider -m fuzz \
+		--hypothesis-show-statistics
+
+leaks:
+	$(PYTHON) -m pytest -q -m leak
+
+reliability-gpu:
+	$(PYTHON) -m pytest -q -m "leak or fuzz" tests
+	$(PYTHON) -m pytest -q tests/test_leaks_gpu.py tests/test_interrupt_gpu.py \
+		tests/regions/test_regions_threads.py tests/kernels/test_harness_kernels_gpu.py
+	PYTHON=$(PYTHON) tools/compute_sanitizer.sh
+
+compute-sanitizer:
+	PYTHON=$(PYTHON) tools/compute_sanitizer.sh

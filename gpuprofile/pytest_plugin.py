@@ -58,7 +58,7 @@ class _State:
         if self.compare_path is None:
             return None
         if self._baseline is None:
-            self._baseline = {e["name"]: e for e in _read(self.compare_path)["results"]}
+            self._baseline = baselines(_read(self.compare_path))
         return self._baseline.get(name)
 
 
@@ -69,11 +69,34 @@ def _read(path):
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
+        baselines(data)
     except (OSError, ValueError) as e:
         raise pytest.UsageError(f"--gpu-benchmark-compare: cannot read {path}: {e}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-        raise pytest.UsageError(f"--gpu-benchmark-compare: {path} is not a gpuprofile benchmark file")
     return data
+
+
+_BASELINE_KEYS = ("median_ms", "ci_low_ms", "ci_high_ms")
+
+
+def baselines(data) -> dict:
+    """{name: {median_ms, ci_low_ms, ci_high_ms}} of a saved benchmark file's contents; ValueError
+    saying what is wrong with a file that is not one (or is damaged)."""
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise ValueError("not a gpuprofile benchmark file (no 'results' list)")
+    out = {}
+    for k, e in enumerate(data["results"]):
+        if not isinstance(e, dict) or not isinstance(e.get("name"), str):
+            raise ValueError(f"results[{k}] is not a benchmark result with a name")
+        for key in _BASELINE_KEYS:
+            value = e.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"results[{k}] ({e['name']}): {key!r} must be a number, got {value!r}")
+            try:
+                float(value)
+            except OverflowError:
+                raise ValueError(f"results[{k}] ({e['name']}): {key!r} is too large") from None
+        out[e["name"]] = {key: float(e[key]) for key in _BASELINE_KEYS}
+    return out
 
 
 def pytest_configure(config):
@@ -160,7 +183,7 @@ class GpuBenchmarkFixture:
                  "result": result.to_dict()}
         base = self._state.baseline(result.name)
         if base is not None:
-            entry["baseline"] = {k: base[k] for k in ("median_ms", "ci_low_ms", "ci_high_ms")}
+            entry["baseline"] = dict(base)
         self._state.entries.append(entry)
         if base is not None and self._state.fail_slower is not None:
             _fail_if_slower(result, entry["baseline"], self._state.fail_slower)
@@ -172,12 +195,16 @@ _BENCH_DEFAULTS = dict(warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005, 
                        flops=None, bytes=None, name=None, peak=None)
 
 
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else math.nan
+
+
 def _fail_if_slower(result, base, pct):
     from ._stats import ratio_interval
 
     low, _ = ratio_interval(result.ci_low_ms, result.ci_high_ms, base["ci_low_ms"], base["ci_high_ms"])
     if low > 1 + pct / 100:
-        ratio = result.median_ms / base["median_ms"]
+        ratio = _ratio(result.median_ms, base["median_ms"])
         pytest.fail(
             f"gpu_benchmark {result.name}: median {result.median_ms:.6g} ms vs saved "
             f"{base['median_ms']:.6g} ms ({ratio:.3f}x); slower by more than {pct:g} % with 95 % "
@@ -260,7 +287,7 @@ def summary_lines(entries) -> list[str]:
                     row += ["-", "-", "new"]
                 else:
                     low, high = ratio_interval(r["ci_low_ms"], r["ci_high_ms"], b["ci_low_ms"], b["ci_high_ms"])
-                    row += [fmt_time(b["median_ms"]), f"{fmt(r['median_ms'] / b['median_ms'])}x",
+                    row += [fmt_time(b["median_ms"]), f"{fmt(_ratio(r['median_ms'], b['median_ms']))}x",
                             verdict(low, high)]
             rows.append(row)
         lines += text_table(headers, rows, title=f"group: {group}" if group else None).splitlines()

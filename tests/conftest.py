@@ -1,6 +1,21 @@
+import os
+
 import pytest
+from hypothesis import HealthCheck, settings
 
 import gpuprofile
+
+# Fuzzing budgets (tests marked `fuzz`): the normal suite runs a small, derandomized budget so
+# that every run checks the same inputs in a few seconds. CI's fuzzing step (GPUPROFILE_FUZZ=
+# ci-fuzz) draws 1000 fresh inputs per test (about a minute); `make fuzz` 20 000 (about 15).
+# A failure prints the blob that reproduces it (@reproduce_failure).
+settings.register_profile("ci", max_examples=60, derandomize=True, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("ci-fuzz", max_examples=1_000, deadline=None, database=None,
+                          print_blob=True, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("long", max_examples=20_000, deadline=None, print_blob=True,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("GPUPROFILE_FUZZ", "ci"))
 
 
 def pytest_collection_modifyitems(config, items):

@@ -41,9 +41,10 @@ def test_usage_errors_exit_2_on_stderr(argv):
 
 
 def readme_commands():
-    text = (ROOT / "README.md").read_text()
-    block = text.split("## Set up", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
-    return [line.split("#", 1)[0].strip() for line in block.strip().splitlines()]
+    """The commands of every bash block in the README's Set up section, in order."""
+    section = (ROOT / "README.md").read_text().split("## Set up", 1)[1].split("\n## ", 1)[0]
+    blocks = [part.split("```", 1)[0] for part in section.split("```bash")[1:]]
+    return [line.split("#", 1)[0].strip() for block in blocks for line in block.strip().splitlines()]
 
 
 def test_ci_runs_exactly_the_readme_set_up_commands():

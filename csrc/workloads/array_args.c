@@ -35,6 +35,53 @@ contiguous_strides(gp_array *a)
     }
 }
 
+/* Producers can claim any shape and strides: element counts and byte extents must fit well
+ * inside 64 bits (GP_ARRAY_MAX_ELEMENTS leaves room for the element size), so that nothing
+ * computed from them later (contiguous strides, extents, allocation sizes) overflows. */
+#define GP_ARRAY_MAX_ELEMENTS (INT64_MAX / 16)
+
+static int
+check_shape(const gp_array *a, const char *name)
+{
+    int64_t count = 1;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->shape[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "%s: dimension %d has negative size %lld (via %s)", name,
+                         i, (long long)a->shape[i], a->via);
+            return -1;
+        }
+    for (int i = 0; i < a->ndim; i++)
+        if (__builtin_mul_overflow(count, a->shape[i], &count) || count > GP_ARRAY_MAX_ELEMENTS) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: shape has too many elements for 64-bit sizes (via %s)", name, a->via);
+            return -1;
+        }
+    return 0;
+}
+
+/* After check_shape: the farthest element must be addressable too. */
+static int
+check_strides(const gp_array *a, const char *name)
+{
+    uint64_t span = 0;
+    for (int i = 0; i < a->ndim; i++) {
+        if (a->shape[i] == 0)
+            return 0; /* empty: nothing is ever addressed */
+        const int64_t s = a->strides[i];
+        const uint64_t step = s < 0 ? 0 - (uint64_t)s : (uint64_t)s;
+        uint64_t reach;
+        if (__builtin_mul_overflow((uint64_t)(a->shape[i] - 1), step, &reach) ||
+            __builtin_add_overflow(span, reach, &span) || span > GP_ARRAY_MAX_ELEMENTS) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: strides reach beyond 64-bit addresses (dimension %d, stride %lld, "
+                         "via %s)",
+                         name, i, (long long)s, a->via);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int
 check_ndim(int ndim, const char *name, const char *via)
 {
@@ -48,6 +95,20 @@ check_ndim(int ndim, const char *name, const char *via)
 
 /* ---- CUDA Array Interface ------------------------------------------------------------------ */
 
+/* An int entry of the interface; one beyond 64 bits is a ValueError (not OverflowError). */
+static int
+cai_int(PyObject *v, const char *what, const char *name, long long *out)
+{
+    int overflow = 0;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s.__cuda_array_interface__['%s'] holds an int beyond 64 bits", name, what);
+        return -1;
+    }
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
 static int
 cai_int_tuple(PyObject *t, const char *what, const char *name, int64_t *out, int n)
 {
@@ -59,9 +120,10 @@ cai_int_tuple(PyObject *t, const char *what, const char *name, int64_t *out, int
         return -1;
     }
     for (int i = 0; i < n; i++) {
-        out[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(t, i));
-        if (out[i] == -1 && PyErr_Occurred())
+        long long v;
+        if (cai_int(PyTuple_GET_ITEM(t, i), what, name, &v) < 0)
             return -1;
+        out[i] = v;
     }
     return 0;
 }
@@ -82,14 +144,14 @@ static int
 cai_stream(PyObject *iface, const char *name, gp_array *a)
 {
     PyObject *version = PyDict_GetItemString(iface, "version"); /* borrowed */
-    long v = version ? PyLong_AsLong(version) : 0;
-    if (v == -1 && PyErr_Occurred())
+    long long v = 0;
+    if (version != NULL && cai_int(version, "version", name, &v) < 0)
         return -1;
     PyObject *stream = v >= 3 ? PyDict_GetItemString(iface, "stream") : NULL;
     if (stream == NULL || stream == Py_None)
         return 0;
-    long long s = PyLong_AsLongLong(stream);
-    if (s == -1 && PyErr_Occurred())
+    long long s;
+    if (cai_int(stream, "stream", name, &s) < 0)
         return -1;
     if (s == 0) {
         PyErr_Format(PyExc_ValueError,
@@ -128,9 +190,10 @@ parse_cai(PyObject *iface, const char *name, gp_array *a)
         PyErr_Format(PyExc_ValueError, "%s: masked arrays are not supported", name);
         return -1;
     }
+    if (check_ndim((int)Py_MIN(PyTuple_GET_SIZE(shape), INT_MAX), name, a->via) < 0)
+        return -1;
     a->ndim = (int)PyTuple_GET_SIZE(shape);
-    if (check_ndim(a->ndim, name, a->via) < 0 ||
-        cai_int_tuple(shape, "shape", name, a->shape, a->ndim) < 0)
+    if (cai_int_tuple(shape, "shape", name, a->shape, a->ndim) < 0 || check_shape(a, name) < 0)
         return -1;
     const char *ts = PyUnicode_AsUTF8(typestr);
     if (ts == NULL)
@@ -158,6 +221,8 @@ parse_cai(PyObject *iface, const char *name, gp_array *a)
             }
             a->strides[i] /= item;
         }
+        if (check_strides(a, name) < 0)
+            return -1;
     }
     return cai_stream(iface, name, a);
 }
@@ -257,17 +322,20 @@ parse_dlpack(PyObject *obj, const char *name, cudaStream_t consumer, gp_array *a
     a->ndim = t->ndim;
     if (check_ndim(a->ndim, name, a->via) < 0)
         return -1;
-    a->data = (char *)t->data + t->byte_offset;
+    /* In integers: a producer's offset may point anywhere (the driver then refuses it). */
+    a->data = (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
     char desc[sizeof a->dtype_desc];
     set_dtype(a, dl_dtype(t->dtype, desc, sizeof desc), desc);
     for (int i = 0; i < a->ndim; i++)
         a->shape[i] = t->shape[i];
+    if (check_shape(a, name) < 0)
+        return -1;
     if (t->strides == NULL)
         contiguous_strides(a);
     else
         for (int i = 0; i < a->ndim; i++)
             a->strides[i] = t->strides[i];
-    return 0;
+    return check_strides(a, name);
 }
 
 /* ---- host buffers ------------------------------------------------------------------------- */
@@ -346,9 +414,10 @@ dlpack_on_cuda(PyObject *obj)
     Py_DECREF(method);
     if (dev == NULL)
         return -1;
-    int type = -1;
+    long type = -1;
+    int overflow = 0; /* a type beyond C long is no device type we know */
     if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2)
-        type = (int)PyLong_AsLong(PyTuple_GET_ITEM(dev, 0));
+        type = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(dev, 0), &overflow);
     Py_DECREF(dev);
     if (type == -1 && PyErr_Occurred())
         return -1;

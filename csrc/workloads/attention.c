@@ -14,6 +14,7 @@
 #include "core/events.h"
 #include "core/streams.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -150,7 +151,8 @@ parse_scale(PyObject *obj, int head_dim, float *out)
     double s = PyFloat_AsDouble(obj);
     if (s == -1.0 && PyErr_Occurred())
         return -1;
-    if (!isfinite(s) || s <= 0.0 || (float)s == 0.0f || !isfinite((float)s)) {
+    /* s > FLT_MAX first: converting a double outside float's range is undefined behaviour. */
+    if (!isfinite(s) || s <= 0.0 || s > FLT_MAX || (float)s == 0.0f) {
         PyErr_Format(PyExc_ValueError, "attention: scale must be a positive finite number, got %R",
                      obj);
         return -1;
@@ -485,15 +487,21 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = {"q",      "k",     "v",      "out",     "impl",
                              "causal", "scale", "stream", "variant", NULL};
     PyObject *objs[4] = {NULL, NULL, NULL, Py_None}, *scale_obj = Py_None, *stream_obj = Py_None;
+    PyObject *variant_obj = NULL;
     const char *impl_name = "flash";
-    int causal = 0, variant = 0, requested;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOOi:attention", kwlist, &objs[0],
+    int causal = 0, requested;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOOO!:attention", kwlist, &objs[0],
                                      &objs[1], &objs[2], &objs[3], &impl_name, &causal, &scale_obj,
-                                     &stream_obj, &variant))
+                                     &stream_obj, &PyLong_Type, &variant_obj))
         return NULL;
-    if (variant < 0 || variant > GP_ATTN_MAX_VARIANT)
-        return PyErr_Format(PyExc_ValueError, "attention: variant must be in [0, %d], got %d",
-                            GP_ATTN_MAX_VARIANT, variant);
+    /* A range check on the Python int: "i" would raise OverflowError for a large one. */
+    int overflow = 0;
+    long variant = variant_obj ? PyLong_AsLongAndOverflow(variant_obj, &overflow) : 0;
+    if (variant == -1 && PyErr_Occurred())
+        return NULL;
+    if (overflow || variant < 0 || variant > GP_ATTN_MAX_VARIANT)
+        return PyErr_Format(PyExc_ValueError, "attention: variant must be in [0, %d], got %R",
+                            GP_ATTN_MAX_VARIANT, variant_obj);
     attn_call c;
     memset(&c, 0, sizeof c);
     float scale;
@@ -502,7 +510,7 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);
-    c.p.variant = variant;
+    c.p.variant = (int)variant;
     if (choose_impl(requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
         goto done;
     if (c.a[0].on_device)

@@ -43,8 +43,8 @@ def load_results(path) -> list:
                               "--gpu-benchmark-save)")
     try:
         return [BenchmarkResult.from_dict(d) for d in items]
-    except TypeError as e:
-        raise ResultFileError(f"{path}: a result lacks fields: {e}") from None
+    except (TypeError, ValueError) as e:  # from_dict names the missing or mistyped field
+        raise ResultFileError(f"{path}: a result lacks fields or has wrong ones: {e}") from None
 
 
 def file_labels(paths) -> list:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from .._format import fmt, html_table, text_table
@@ -125,13 +125,23 @@ class BenchmarkResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> BenchmarkResult:
-        """Inverse of to_dict(); unknown keys are ignored (files from newer versions load)."""
+        """Inverse of to_dict(); unknown keys are ignored (files from newer versions load). A
+        missing field or a value of the wrong type (a damaged or hand-edited file) raises
+        TypeError or ValueError naming the field."""
         import numpy as np
 
-        known = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in d.items() if k in known}
-        kwargs["samples"] = np.asarray(d.get("samples", []), dtype=np.float64)
-        return cls(**kwargs)
+        if not isinstance(d, dict):
+            raise TypeError(f"a benchmark result must be a dict, got {type(d).__name__}")
+        kwargs = {}
+        for f in fields(cls):
+            if f.name == "samples":
+                continue
+            if f.name in d:
+                kwargs[f.name] = _checked_field(f.name, f.type, d[f.name])
+            elif f.default is MISSING and f.default_factory is MISSING:
+                raise ValueError(f"benchmark result: required field {f.name!r} is missing")
+        samples = [_checked_field("samples", "float", x) for x in _checked_field("samples", "list", d.get("samples", []))]
+        return cls(samples=np.asarray(samples, dtype=np.float64), **kwargs)
 
     def save(self, path) -> None:
         """Write this result as JSON (samples included)."""
@@ -209,6 +219,27 @@ class BenchmarkResult:
 
     def _repr_html_(self) -> str:
         return html_table(["", ""], self._rows(), title=f"BenchmarkResult {self.name}")
+
+
+def _checked_field(name: str, annotation: str, value):
+    """A loaded field's value if it has the annotated JSON type (floats as float: an int too big
+    for one is a ValueError); TypeError naming the field otherwise."""
+    base, _, optional = annotation.partition(" | ")
+    if value is None and optional == "None":
+        return None
+    if base == "Any":
+        return value
+    ok = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,), "list": (list,)}[base]
+    if not isinstance(value, ok) or (isinstance(value, bool) and base in ("int", "float")):
+        raise TypeError(f"benchmark result: field {name!r} must be {annotation}, got {type(value).__name__}")
+    if base == "float":
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValueError(f"benchmark result: field {name!r} is too large for a float") from None
+    if name == "throttle_reasons" and not all(isinstance(x, str) for x in value):
+        raise TypeError("benchmark result: field 'throttle_reasons' must be a list of str")
+    return value
 
 
 def _with_pct(value: float, pct: float | None, of: str) -> str:

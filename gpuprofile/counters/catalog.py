@@ -16,6 +16,7 @@ from .metric_sets import split
 
 _HOSTS: dict = {}
 _BASES: dict = {}
+_PROPERTIES: dict = {}  # (chip, kind, availability, name) -> properties of a valid metric name
 _DEVICE: dict = {}  # device index -> (chip, range availability, pm availability)
 
 # The submetric suggested first for each metric type.
@@ -44,6 +45,19 @@ def host(chip: str, kind: str = "range", availability: bytes | None = None):
     if h is None:
         h = _HOSTS[key] = _C.MetricsHost(chip, kind, availability)
     return h
+
+
+def properties(name: str, chip: str, kind: str = "range", availability: bytes | None = None):
+    """(description, hw_unit, dim_unit, type) of metric `name`, or None if the chip has no such
+    metric. Valid names are cached: CUPTI keeps the strings of every answer in the host object
+    until it is destroyed (about 64 bytes a call), and host objects are kept for the process."""
+    key = (chip, kind, availability, name)
+    props = _PROPERTIES.get(key)
+    if props is None:
+        props = host(chip, kind, availability).properties(name)
+        if props is not None:
+            _PROPERTIES[key] = props
+    return props
 
 
 def require_counters_free(what: str) -> None:
@@ -97,8 +111,8 @@ def suggestions(name: str, chip: str, kind: str = "range", n: int = 5) -> list:
     h = host(chip, kind)
     base, suffix = split(name)
     bases = base_metrics(chip, kind)
-    if base in bases or h.properties(base) is not None:
-        mtype = bases.get(base) or h.properties(base)[3]
+    if base in bases or properties(base, chip, kind) is not None:
+        mtype = bases.get(base) or properties(base, chip, kind)[3]
         subs = h.submetrics(base, mtype)
         return [base + s for s in difflib.get_close_matches(suffix, subs, n=n, cutoff=0.4)] or \
             [base + s for s in subs[:n]]
@@ -120,7 +134,7 @@ def validate(names, chip: str, kind: str = "range", availability: bytes | None =
     h = host(chip, kind, availability)
     infos, problems = {}, []
     for name in names:
-        props = h.properties(name)
+        props = properties(name, chip, kind, availability)
         base, suffix = split(name)
         if props is None:
             close = suggestions(name, chip, kind)
@@ -163,7 +177,7 @@ def list_metrics(pattern: str | None = None, chip: str | None = None, kind: str 
         for name in full:
             if regex is not None and not regex.search(name):
                 continue
-            props = h.properties(name)
+            props = properties(name, chip, kind)
             if props is not None:
                 out.append(MetricInfo(name, props[3], props[0], props[1], props[2]))
     return out

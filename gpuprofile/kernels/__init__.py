@@ -95,7 +95,8 @@ def _on_device(x) -> bool:
         return True
     dlpack_device = getattr(x, "__dlpack_device__", None)
     if dlpack_device is not None:
-        return dlpack_device()[0] in (2, 13)  # kDLCUDA, kDLCUDAManaged
+        device = dlpack_device()  # (device type, id); anything else is not a CUDA device, as in C
+        return isinstance(device, tuple) and len(device) == 2 and device[0] in (2, 13)  # kDLCUDA(Managed)
     try:
         return hasattr(x, "__cuda_array_interface__")
     except Exception:  # a property that exists but refuses (e.g. requires_grad): a device array

@@ -1,0 +1,103 @@
+"""Leak checks for tests marked `leak`: call something thousands of times and check that nothing
+grows.
+
+A warm-up fills caches (region objects by name, metric hosts, pools), then two equal windows of
+calls are measured; the second window must not grow: gc-tracked objects, pymalloc blocks
+(sys.getallocatedblocks: every small Python object, tracked or not), the C heap (glibc's
+mallinfo2: malloc/realloc in our C code and large Python objects), the resident set
+(/proc/self/statm), and, with `device`, the device's used memory. Reference counts of the
+inputs must end where they started. A leak of one object or 16 bytes per call shows as
+thousands of objects or tens of kilobytes per window, far above the limits below."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import os
+import sys
+import warnings
+from dataclasses import dataclass, fields
+
+# Growth allowed over the second window: noise (freelists, the allocator's own bookkeeping,
+# pages touched for the first time; device memory moves in 2 MiB pages), never per-call amounts.
+LIMITS = {"objects": 30, "blocks": 200, "heap": 64 << 10, "rss": 1 << 20, "device": 8 << 20}
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                               "usmblks", "fsmblks", "uordblks", "fordblks",
+                                               "keepcost")]
+
+
+_mallinfo2 = getattr(ctypes.CDLL(None), "mallinfo2", None)
+if _mallinfo2 is not None:
+    _mallinfo2.restype = _MallInfo2
+
+
+def heap_bytes() -> int:
+    """Bytes in use by malloc (0 where glibc's mallinfo2 is missing)."""
+    if _mallinfo2 is None:
+        return 0
+    m = _mallinfo2()
+    return m.uordblks + m.hblkhd
+
+
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass
+class Usage:
+    objects: int
+    blocks: int
+    heap: int
+    rss: int
+    device: int
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
+
+
+def usage(device: int | None = None) -> Usage:
+    gc.collect()
+    used = 0
+    if device is not None:
+        from gpuprofile import _C
+
+        _C._bench_stream_synchronize(0)  # frees queued on the default stream have happened
+        free, total = _C._mem_info(device)
+        used = total - free
+    return Usage(len(gc.get_objects()), sys.getallocatedblocks(), heap_bytes(), rss_bytes(), used)
+
+
+def check_no_growth(fn, n: int = 10_000, inputs=(), device: int | None = None, warmup: int | None = None):
+    """Calls fn() `warmup` times (n // 5 by default), then twice n // 2 times; asserts the second
+    window grew nothing beyond LIMITS and the inputs' reference counts are unchanged. Returns
+    the growth of both windows (for messages and docs)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the warnings registry would grow with each message
+        for _ in range(n // 5 if warmup is None else warmup):
+            fn()
+        refs = [sys.getrefcount(x) for x in inputs]  # after the warm-up: caches may hold some
+        start = usage(device)
+        for _ in range(n // 2):
+            fn()
+        middle = usage(device)
+        for _ in range(n // 2):
+            fn()
+        end = usage(device)
+    first, second = middle - start, end - middle
+    over = {k: v for k, v in vars(second).items() if v > LIMITS[k]}
+    assert not over, f"grew over {n // 2} calls: {over} (first window: {first})"
+    assert [sys.getrefcount(x) for x in inputs] == refs, "reference counts of the inputs changed"
+    return first, second
+
+
+def raising(fn, *errors):
+    """fn, made to swallow the expected errors (so that the error paths can be repeated)."""
+    def call():
+        with contextlib.suppress(*errors):
+            fn()
+    return call

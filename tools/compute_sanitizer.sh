@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# `make compute-sanitizer` (needs a GPU): run the GPU test modules that launch our kernels under
+# compute-sanitizer's memcheck, racecheck and synccheck. Exit status 0 only if no tool reported
+# an error and every test passed. Logs: build/compute-sanitizer/<tool>.log; extra arguments go
+# to pytest (e.g. -x).
+#
+# What runs, and what is left out:
+#   tests/kernels/test_attention_gpu.py   the attention kernels (naive, flash, flash_tc and its
+#                                         variants), every dtype, head_dim and edge shape
+#   tests/kernels/test_harness_kernels_gpu.py  every harness kernel once: spin, empty, probe,
+#                                         copy/ffma/mma/chase workloads, read/L2 flush/gate (through
+#                                         benchmark in each mode), the SM clock probe
+#   tests/regions/test_regions_gpu.py     regions on events and streams
+#   tests/bench/test_bench_gpu.py         benchmark's own kernels under load
+# Left out: tests that fault on purpose (sticky errors: memcheck would report the fault they
+# cause), fork, torch/cupy interop (not our kernels), and tests that need CUPTI (CUPTI cannot
+# attach while compute-sanitizer does: tracing and counters modules, clock='cupti'). racecheck
+# and synccheck are slow on shared-memory kernels: they skip the 4097-long sequences.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")}
+OUT=build/compute-sanitizer
+mkdir -p "$OUT"
+MODULES="tests/kernels/test_attention_gpu.py tests/kernels/test_harness_kernels_gpu.py
+         tests/regions/test_regions_gpu.py tests/bench/test_bench_gpu.py"
+SKIP="sticky or fork or torch or cupy or cupti or ground_truth"
+status=0
+for tool in memcheck racecheck synccheck; do
+    skip=$SKIP
+    [ "$tool" != memcheck ] && skip="$skip or 4097"
+    echo "== compute-sanitizer --tool $tool"
+    # shellcheck disable=SC2086
+    "$SANITIZER" --tool "$tool" --error-exitcode 86 --target-processes all \
+        --log-file "$OUT/$tool.log" --print-limit 100 \
+        "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu $MODULES -k "not ($skip)" "$@"
+    rc=$?
+    case $rc in
+        0) echo "$tool: no errors" ;;
+        86) echo "$tool: ERRORS (see $OUT/$tool.log)"; status=1 ;;
+        *) echo "$tool: tests failed (exit $rc; see above and $OUT/$tool.log)"; status=1 ;;
+    esac
+    grep -h "ERROR SUMMARY" "$OUT/$tool.log" || true
+done
+exit $status
