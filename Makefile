@@ -6,7 +6,6 @@ ARCHS ?= 80;90
         compute-sanitizer
 
 C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h)
-# Reformatted with the tracing work that owns them (they are being edited on another branch).
 C_FORMATTED = $(C_SOURCES)
 
 help:
