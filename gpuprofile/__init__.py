@@ -31,7 +31,6 @@ from ._C import (
     enable,
     is_enabled,
     region,
-    reset,
 )
 from ._foreign import torch_profiler_holds_cupti as _torch_profiler_holds_cupti
 from ._version import __version__ as __version__
@@ -58,6 +57,15 @@ def _region_metrics_exit(record):
 
 
 _C._set_region_metrics_hooks(_region_metrics_enter, _region_metrics_exit)
+
+
+def reset() -> None:
+    """Forget every region record (GpuProfileError while regions are open). The allocation records
+    kept for memory=True regions shrink to the allocations still live."""
+    from .tracing.activity import compact_region_log
+
+    _C.reset()
+    compact_region_log()
 
 
 def records():

@@ -98,6 +98,29 @@ def collect(wait: bool) -> Chunk:
     return chunk
 
 
+def live_allocations(raw: np.ndarray) -> np.ndarray:
+    """The allocation records of `raw` (MEMORY_RAW) not freed later in it, in time order: the
+    memory in use that later records start from. Pure."""
+    order = np.argsort(raw["timestamp"], kind="stable")
+    live: dict = {}
+    for i in order:
+        key = (int(raw["device"][i]), int(raw["address"][i]))
+        if raw["operation"][i] == 1:
+            live[key] = i
+        else:
+            live.pop(key, None)
+    return raw[np.sort(np.fromiter(live.values(), np.int64, len(live)))]
+
+
+def compact_region_log() -> None:
+    """After gpuprofile.reset(): no record needs the allocation history any more, only the memory
+    still in use (peaks are levels above it), so the log keeps just the live allocations: it no
+    longer grows with every memory=True region of a long-running process."""
+    if _region_log:
+        kept = live_allocations(np.concatenate(_region_log))
+        _region_log[:] = [kept] if len(kept) else []
+
+
 def region_memory_log():
     """(timeline, offset_ns): every allocation and free recorded so far while memory=True
     regions or other consumers tracked memory, and the CUPTI-minus-host clock offset."""

@@ -114,3 +114,25 @@ def test_track_result_presentation():
     d = t.to_dict()
     assert d["peak_bytes"] == 3 * MiB and len(d["timeline"]) == 5
     assert d["timeline"][0]["op"] == "alloc"
+
+
+def test_reset_keeps_only_live_allocations_of_the_region_log(monkeypatch):
+    """The MEMORY2 log kept for memory=True regions shrinks at reset() to what is still allocated
+    (found by a device leak test: it grew with every collection for the life of the process)."""
+    from gpuprofile.tracing import activity
+
+    raw = S.memory_events([(30, "alloc", 8, 0xB0), (10, "alloc", 4, 0xA0), (20, "free", 0, 0xA0),
+                           (40, "alloc", 2, 0xC0), (50, "free", 0, 0xB0)])
+    live = activity.live_allocations(raw)
+    assert live["address"].tolist() == [0xC0] and live["bytes"].tolist() == [2]
+    again = activity.live_allocations(S.memory_events([(5, "alloc", 4, 0xA0), (6, "free", 0, 0xA0),
+                                                       (7, "alloc", 4, 0xA0)]))
+    assert again["timestamp"].tolist() == [7]  # an address reused after its free
+    log = [raw[:2], raw[2:]]
+    monkeypatch.setattr(activity, "_region_log", log)
+    gp.reset()
+    assert len(log) == 1 and log[0]["address"].tolist() == [0xC0]
+    monkeypatch.setattr(activity, "_region_log", [S.memory_events([(1, "alloc", 4, 0xA0),
+                                                                  (2, "free", 0, 0xA0)])])
+    gp.reset()
+    assert activity._region_log == []
