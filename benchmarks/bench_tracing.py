@@ -223,17 +223,21 @@ def child_paired(n_launch: int, n_ops: int, pairs: int) -> dict:
                     diffs.append(got[True] - got[False])
                 out[f"{name}_{mode}_added_ns"] = statistics.median(diffs)
     if torch is not None:
+        # What torch.profiler needs to tie a kernel to a Python line: CPU activity (the op events
+        # that kernels link to) with stacks, against tracing the CUDA activity alone. (with_stack
+        # with CUDA activity alone records no stack: there is no CPU event to attach it to.)
+        acts = torch.profiler.ProfilerActivity
         diffs = []
         for i in range(pairs):
             order = (False, True) if i % 2 == 0 else (True, False)
             got = {}
             for stack in order:
-                with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA],
-                                            with_stack=stack):
+                with torch.profiler.profile(activities=[acts.CPU, acts.CUDA] if stack else
+                                            [acts.CUDA], with_stack=stack):
                     got[stack] = _timed(lambda: torch_loop(n_ops)) / n_ops
                     torch.cuda.synchronize()
             diffs.append(got[True] - got[False])
-        out["torch_loop_torch_profiler_with_stack_added_ns"] = statistics.median(diffs)
+        out["torch_loop_torch_profiler_cpu_with_stack_added_ns"] = statistics.median(diffs)
     return out
 
 
