@@ -287,64 +287,98 @@ gp_pysites_reset(PyObject *prefix_tuple)
     return 0;
 }
 
+/* What take() reads of the tables, copied under the lock: a launching thread may grow the
+ * arrays meanwhile (the names themselves stay where they are until reset()). */
+typedef struct {
+    const char *file, *func;
+    int line, user;
+} site_copy;
+
 static PyObject *
-site_tuple(size_t k)
+site_tuple(const site_copy *c)
 {
-    const code_entry *c = &codes.data[sites.code[k]];
     PyObject *file = PyUnicode_DecodeUTF8(c->file, (Py_ssize_t)strlen(c->file), "replace");
     PyObject *func = PyUnicode_DecodeUTF8(c->func, (Py_ssize_t)strlen(c->func), "replace");
-    PyObject *t = file && func ? Py_BuildValue("(OiOO)", file, sites.line[k], func,
-                                               c->user ? Py_True : Py_False)
-                               : NULL;
+    PyObject *t = file && func
+                      ? Py_BuildValue("(OiOO)", file, c->line, func, c->user ? Py_True : Py_False)
+                      : NULL;
     Py_XDECREF(file);
     Py_XDECREF(func);
     return t;
 }
 
-/* The notes and counts are taken under the lock and the objects made after it (making objects may
- * run a finalizer that calls CUDA, whose callback takes the lock). The tables only grow, and only
- * reset() (GIL held, like this) empties them. */
+static PyObject *
+stack_tuple(const uint32_t *ids, uint32_t n)
+{
+    PyObject *t = PyTuple_New((Py_ssize_t)n);
+    for (uint32_t j = 0; t != NULL && j < n; j++) {
+        PyObject *id = PyLong_FromUnsignedLong(ids[j]);
+        if (id == NULL)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, (Py_ssize_t)j, id);
+    }
+    return t;
+}
+
+/* Everything is copied under the lock and the objects are made after it: making objects may run
+ * a finalizer that calls CUDA, whose callback takes the lock. */
 PyObject *
 gp_pysites_take(void)
 {
     pthread_mutex_lock(&gp_pysites_lock);
     gp_pyline_out *taken = notes.data;
-    size_t n_notes = notes.n, n_sites = sites.n, n_stacks = stacks.n;
+    size_t n_notes = notes.n, n_sites = sites.n, n_stacks = stacks.n, n_pool = stacks.n_pool;
     unsigned long long lost = notes_lost;
     notes.data = NULL;
     notes.n = notes.cap = 0;
     notes_lost = 0;
+    site_copy *site_copies = malloc((n_sites ? n_sites : 1) * sizeof *site_copies);
+    uint32_t *pool = malloc((n_pool ? n_pool : 1) * sizeof *pool);
+    uint32_t *start = malloc((n_stacks ? n_stacks : 1) * sizeof *start);
+    uint32_t *len = malloc((n_stacks ? n_stacks : 1) * sizeof *len);
+    if (site_copies != NULL && pool != NULL && start != NULL && len != NULL) {
+        for (size_t k = 0; k < n_sites; k++) {
+            const code_entry *c = &codes.data[sites.code[k]];
+            site_copies[k] = (site_copy){c->file, c->func, sites.line[k], c->user};
+        }
+        memcpy(pool, stacks.pool, n_pool * sizeof *pool);
+        memcpy(start, stacks.start, n_stacks * sizeof *start);
+        memcpy(len, stacks.len, n_stacks * sizeof *len);
+    }
     pthread_mutex_unlock(&gp_pysites_lock);
-    PyObject *raw =
-        PyBytes_FromStringAndSize((const char *)taken, (Py_ssize_t)(n_notes * sizeof *taken));
-    free(taken);
-    PyObject *site_list = raw ? PyList_New((Py_ssize_t)n_sites) : NULL;
-    PyObject *stack_list = site_list ? PyList_New((Py_ssize_t)n_stacks) : NULL;
+    PyObject *raw = NULL, *site_list = NULL, *stack_list = NULL, *out = NULL;
+    if (site_copies == NULL || pool == NULL || start == NULL || len == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    raw = PyBytes_FromStringAndSize((const char *)taken, (Py_ssize_t)(n_notes * sizeof *taken));
+    site_list = raw ? PyList_New((Py_ssize_t)n_sites) : NULL;
+    stack_list = site_list ? PyList_New((Py_ssize_t)n_stacks) : NULL;
     if (stack_list == NULL)
-        goto error;
+        goto done;
     for (size_t k = 0; k < n_sites; k++) {
-        PyObject *t = site_tuple(k);
+        PyObject *t = site_tuple(&site_copies[k]);
         if (t == NULL)
-            goto error;
+            goto done;
         PyList_SET_ITEM(site_list, (Py_ssize_t)k, t);
     }
     for (size_t k = 0; k < n_stacks; k++) {
-        PyObject *t = PyTuple_New((Py_ssize_t)stacks.len[k]);
+        PyObject *t = stack_tuple(pool + start[k], len[k]);
         if (t == NULL)
-            goto error;
+            goto done;
         PyList_SET_ITEM(stack_list, (Py_ssize_t)k, t);
-        for (uint32_t j = 0; j < stacks.len[k]; j++) {
-            PyObject *id = PyLong_FromUnsignedLong(stacks.pool[stacks.start[k] + j]);
-            if (id == NULL)
-                goto error;
-            PyTuple_SET_ITEM(t, (Py_ssize_t)j, id);
-        }
     }
-    return Py_BuildValue("{s:N,s:N,s:N,s:K}", "notes", raw, "sites", site_list, "stacks",
-                         stack_list, "lost", lost);
-error:
+    out = Py_BuildValue("{s:O,s:O,s:O,s:K}", "notes", raw, "sites", site_list, "stacks", stack_list,
+                        "lost", lost);
+done:
     Py_XDECREF(raw);
     Py_XDECREF(site_list);
     Py_XDECREF(stack_list);
-    return NULL;
+    free(taken);
+    free(site_copies);
+    free(pool);
+    free(start);
+    free(len);
+    return out;
 }

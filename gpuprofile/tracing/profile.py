@@ -231,9 +231,11 @@ class Profile:
         if self.state != "running":
             raise _C.GpuProfileError(f"profile.stop(): the profile is {self.state}, not running")
         try:
-            if self.python_stacks:
-                self._take_python_lines()
-            self._collector.stop(wait=True)
+            try:
+                if self.python_stacks:
+                    self._take_python_lines()
+            finally:  # the activity kinds are released whatever happened to the Python lines
+                self._collector.stop(wait=True)
         finally:
             _running = None
             self.state = "stopped"
