@@ -294,6 +294,8 @@ class MergeResult:
             parts.append(f"collective ends agree within {a['spread_median_ns'] / 1e3:.3g} us "
                          f"(median; worst {a['spread_max_ns'] / 1e3:.3g} us) over "
                          f"{a['collectives_matched']} collectives")
+            c = a["corrections_ns"]
+            parts.append(f"the wall clocks disagreed by {(max(c) - min(c)) / 1e3:.3g} us")
         return "; ".join(parts)
 
     def __str__(self) -> str:
