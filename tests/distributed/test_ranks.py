@@ -94,3 +94,16 @@ def test_clock_pair_relates_cupti_to_wall_clock():
     assert pair["uncertainty_ns"] >= 30
     meta = D.trace_metadata(pair)
     assert meta["rank"] == 0 and meta["world_size"] == 1 and meta["clock_pair"] is pair
+
+
+def test_region_report_names_the_rank(monkeypatch):
+    gp.reset()
+    with gp.region("fwd"):
+        pass
+    assert "rank" not in gp.report().to_dict() and "rank" not in str(gp.report())
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    report = gp.report()
+    assert report.to_dict()["rank"] == 1 and report.to_dict()["world_size"] == 2
+    assert str(report).startswith("gpuprofile regions (rank 1 of 2)")
+    gp.reset()
