@@ -172,11 +172,13 @@ def run(argv) -> int:
     if opts["summary"]:
         print(p.summary(), file=sys.stderr)
     try:
-        if opts["trace"]:
-            p.export_chrome_trace(opts["trace"], details=opts["details"])
-            print(f"gpuprofile run: trace written to {opts['trace']}", file=sys.stderr)
+        if opts["trace"]:  # under torchrun each rank writes its own file (trace.rank1.json.gz)
+            written = p.export_chrome_trace(opts["trace"], details=opts["details"])
+            print(f"gpuprofile run: trace written to {written}", file=sys.stderr)
         if opts["json"]:
-            with open(opts["json"], "w") as f:
+            from .distributed import rank_path
+
+            with open(rank_path(opts["json"]), "w") as f:
                 json.dump(p.to_dict(), f, indent=1)
     except OSError as exc:
         print(f"gpuprofile run: {exc}", file=sys.stderr)

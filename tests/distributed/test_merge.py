@@ -51,6 +51,9 @@ def test_merge_has_one_process_per_rank_on_one_time_line(tmp_path, monkeypatch):
     assert {e["pid"] for e in trace["traceEvents"]} == {0, 1}
     threads = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
     assert {"GPU 0 stream 7", "GPU 1 stream 13"} <= threads
+    spans = [e for e in trace["traceEvents"] if e["ph"] in ("b", "e")]
+    assert spans and all(e["id"].startswith(f"{e['pid']}:") for e in spans)  # unique per rank
+    assert min(e["ts"] for e in trace["traceEvents"] if "ts" in e) >= 0
     # the collective ends removed the 40 us wall-clock error exactly: true times on both ranks
     for pid, steps in ((0, RANK0), (1, RANK1)):
         starts = [round(e["ts"] * 1000) for e in _kernels(trace, pid)]
