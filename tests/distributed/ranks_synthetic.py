@@ -19,17 +19,17 @@ STEP = 100_000  # steps start every 100 us (true time)
 
 
 def rank_profile(rank: int, steps, cupti_base: int, wall_error: int, pair_uncertainty=100):
-    """A stopped Profile of one rank. `steps`: per step (compute_end, allreduce_start), in ns
-    after the step's start; every step starts at k * STEP + 1000 and its allreduce ends at
-    + 50_000 on every rank. Its CUPTI clock reads true + cupti_base; its wall clock is off by
+    """A stopped Profile of one rank. `steps`: per step (compute_end, allreduce_start[,
+    allreduce_end = 50_000]), in ns after the step's start, which is k * STEP + 1000 on every
+    rank. Its CUPTI clock reads true + cupti_base; its wall clock is off by
     `wall_error` ns."""
     n = len(steps)
     k = np.zeros(2 * n, KERNEL_RAW)
     spec = []
-    for s, (compute_end, ar_start) in enumerate(steps):
+    for s, (compute_end, ar_start, *ar_end) in enumerate(steps):
         base = cupti_base + s * STEP + 1000
         k[2 * s]["start"], k[2 * s]["end"] = base, base + compute_end
-        k[2 * s + 1]["start"], k[2 * s + 1]["end"] = base + ar_start, base + 50_000
+        k[2 * s + 1]["start"], k[2 * s + 1]["end"] = base + ar_start, base + (ar_end or [50_000])[0]
         host = base - HOST_OFFSET
         spec += [("step", -1, host - 500, host + 45_000, False),
                  (f"collective AllReduce {NBYTES} B", 2 * s, host + 20_000, host + 21_000, False)]

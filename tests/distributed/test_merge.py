@@ -131,3 +131,31 @@ def test_top_level_function_and_missing_step(tmp_path, monkeypatch):
     result = gp.merge_traces(paths, tmp_path / "m.json", step="epoch")
     assert "no step found" in str(result.straggler)
     assert json.loads((tmp_path / "m.json").read_text())["traceEvents"]
+
+
+def test_four_ranks_with_jittered_ends(tmp_path, monkeypatch):
+    # every rank leaves each allreduce within +-300 ns of true time 50_000; wall clocks off by
+    # up to 120 us; rank 2 is slow in step 1, rank 3 in step 0
+    jitter = [[0, 300, -200], [-300, 100, 0], [200, -100, 300], [100, 0, -300]]
+    per_rank = []
+    for r in range(4):
+        steps = []
+        for s in range(3):
+            slow = (r, s) in ((2, 1), (3, 0))
+            steps.append((40_000 if slow else 30_000, 41_000 if slow else 31_000 + 10 * r,
+                          50_000 + jitter[r][s]))
+        per_rank.append(steps)
+    bases = [1_000_000_000 * (r + 1) + 17 * r for r in range(4)]
+    errors = [0, 120_000, -35_000, 60_000]
+    paths = R.export_ranks(tmp_path, monkeypatch, per_rank, bases, errors)
+    result = merge_traces(paths, tmp_path / "m.json")
+    a = result.alignment
+    # the wall errors are removed to within the jitter; the spread reported is the jitter's
+    recovered = [c + e for c, e in zip(a["corrections_ns"], errors, strict=True)]
+    assert max(recovered) - min(recovered) <= 600
+    assert 0 < a["spread_median_ns"] <= a["spread_max_ns"] <= 600 + 600
+    assert result.straggler.last == [3, 2, 3]  # step 2: rank 3 starts 30 ns after rank 2
+    factor = 2 * 3 / 4  # AllReduce over 4 ranks
+    for c in result.collectives:
+        assert c["busbw_gbps"] == pytest.approx(c["algbw_gbps"] * factor)
+        assert c["algbw_gbps"] == pytest.approx(R.NBYTES / c["transfer_ns"])
