@@ -107,3 +107,24 @@ def test_region_report_names_the_rank(monkeypatch):
     assert report.to_dict()["rank"] == 1 and report.to_dict()["world_size"] == 2
     assert str(report).startswith("gpuprofile regions (rank 1 of 2)")
     gp.reset()
+
+
+def test_ddp_comm_hook_wraps_the_default_allreduce_in_a_collective_region(monkeypatch):
+    seen = []
+
+    def default_allreduce(process_group, bucket):
+        seen.append(process_group)
+        return "future"
+
+    hooks = types.ModuleType("torch.distributed.algorithms.ddp_comm_hooks")
+    hooks.default_hooks = types.SimpleNamespace(allreduce_hook=default_allreduce)
+    for name in ("torch", "torch.distributed", "torch.distributed.algorithms"):
+        monkeypatch.setitem(sys.modules, name, types.ModuleType(name))
+    monkeypatch.setitem(sys.modules, "torch.distributed.algorithms.ddp_comm_hooks", hooks)
+    buffer = types.SimpleNamespace(numel=lambda: 1000, element_size=lambda: 2)
+    bucket = types.SimpleNamespace(buffer=lambda: buffer)
+    gp.reset()
+    assert D.allreduce_hook("group", bucket) == "future"
+    assert seen == ["group"]
+    assert list(gp.records()["name"]) == ["collective AllReduce 2000 B"]
+    gp.reset()
