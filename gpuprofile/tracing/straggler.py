@@ -39,32 +39,45 @@ class RankTimes:
 
 def straggler_rows(ranks: list, inst_start) -> tuple:
     """(rows, last rank per step) from RankTimes per rank and the matched collectives' start
-    times (collectives x ranks). A row: step, rank, compute_ns, collective_ns, wait_ns."""
+    times (collectives x ranks). A row: step, rank, compute_ns, collective_ns, wait_ns. Each
+    step looks only at the kernels and collectives near it (sorted once), so the cost grows
+    linearly with steps and kernels."""
     starts = np.asarray(inst_start, dtype=np.int64).reshape(-1, len(ranks))
     latest = starts.max(axis=1) if starts.size else np.empty(0, np.int64)
+    by_start = [np.argsort(starts[:, r], kind="stable") for r in range(len(ranks))]
+    local = [_sorted(t) for t in ranks]
     n_steps = min((len(r.steps) for r in ranks), default=0)
     rows, last = [], []
     for k in range(n_steps):
-        inside = np.ones(len(starts), dtype=bool)
-        for r, t in enumerate(ranks):
+        common = None  # matched collectives that start inside step k on every rank
+        for r, (t, (s, e, inst, longest)) in enumerate(zip(ranks, local, strict=True)):
             lo, hi = int(t.steps[k][0]), int(t.steps[k][1])
-            inside &= (starts[:, r] >= lo) & (starts[:, r] < hi)
-            compute = t.instance == -1
-            matched = t.instance >= 0
-            in_step = matched & (t.start >= lo) & (t.start < hi)
-            rows_here = t.instance[in_step]
-            wait = np.minimum(latest[rows_here], t.end[in_step]) - t.start[in_step]
+            col = starts[by_start[r], r]
+            mine = by_start[r][np.searchsorted(col, lo):np.searchsorted(col, hi)]
+            common = mine if common is None else np.intersect1d(common, mine)
+            a, b = np.searchsorted(s, lo - longest), np.searchsorted(s, hi)
+            ks, ke, ki = s[a:b], e[a:b], inst[a:b]
+            compute = ki == -1
+            in_step = (ki >= 0) & (ks >= lo)
+            wait = np.minimum(latest[ki[in_step]], ke[in_step]) - ks[in_step]
             rows.append({"step": k, "rank": r,
-                         "compute_ns": union_ns(t.start[compute], t.end[compute], lo, hi),
-                         "collective_ns": union_ns(t.start[~compute], t.end[~compute], lo, hi),
+                         "compute_ns": union_ns(ks[compute], ke[compute], lo, hi),
+                         "collective_ns": union_ns(ks[~compute], ke[~compute], lo, hi),
                          "wait_ns": int(np.maximum(wait, 0).sum())})
-        first = np.flatnonzero(inside)
-        if first.size:
-            i = first[np.argmin(starts[first].min(axis=1))]
+        if common is not None and common.size:
+            i = common[np.argmin(starts[common].min(axis=1))]
             last.append(int(np.argmax(starts[i])))
         else:
             last.append(None)
     return rows, last
+
+
+def _sorted(t: RankTimes) -> tuple:
+    """A rank's kernels by start time, and the longest kernel (how far before a step a kernel
+    that reaches into it can start)."""
+    order = np.argsort(t.start, kind="stable")
+    s, e = t.start[order], t.end[order]
+    return s, e, t.instance[order], int((e - s).max()) if s.size else 0
 
 
 @dataclass
