@@ -320,6 +320,8 @@ def merge_traces(paths, output, step: str = "step", align: str = "auto") -> Merg
     Returns a MergeResult (print it)."""
     if align not in ("auto", "wall", "collectives"):
         raise ValueError(f"align must be 'auto', 'wall' or 'collectives', got {align!r}")
+    if isinstance(paths, (str, os.PathLike)):  # one file, not its characters
+        paths = [paths]
     paths = [os.fspath(p) for p in paths]
     if not paths:
         raise ValueError("merge_traces: no trace files given")

@@ -130,6 +130,7 @@ def test_top_level_function_and_missing_step(tmp_path, monkeypatch):
     paths = R.export_ranks(tmp_path, monkeypatch, [RANK0, RANK1], BASES, WALL_ERROR)
     result = gp.merge_traces(paths, tmp_path / "m.json", step="epoch")
     assert "no step found" in str(result.straggler)
+    assert len(gp.merge_traces(paths[0], tmp_path / "one.json").ranks) == 1  # a single path
     assert json.loads((tmp_path / "m.json").read_text())["traceEvents"]
 
 
