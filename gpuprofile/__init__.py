@@ -118,10 +118,16 @@ _LAZY = {
     "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
     "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result",
     "Comparison": "bench.result", "compare": "bench.result", "Stream": "bench.streams",
+    "merge_traces": "tracing.merge", "rank_info": "distributed",
 }
+_LAZY_MODULES = ("distributed",)  # gp.distributed: rank awareness (docs/distributed.md)
 
 
 def __getattr__(name: str):
+    if name in _LAZY_MODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'gpuprofile' has no attribute {name!r}")
@@ -131,11 +137,11 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_LAZY_MODULES))
 
 
 __all__ = [
     "CudaError", "CuptiError", "DeviceInfo", "GpuProfileError", "NoDeviceError", "device_count",
     "device_info", "disable", "enable", "is_enabled", "kernels", "memory", "nvtx", "profile",
-    "records", "region", "report", "reset", "stats", *_LAZY,
+    "records", "region", "report", "reset", "stats", *_LAZY, *_LAZY_MODULES,
 ]

@@ -1,6 +1,6 @@
 """Command line: `python -m gpuprofile SUBCOMMAND`; `gpuprofile --help` lists them, docs/cli.md
 explains them. This module holds `info` and `run` and the dispatch; each feature's subcommands
-live with the feature (gpuprofile/bench/cli.py, counters/cli.py, kernels/cli.py)."""
+live with the feature (gpuprofile/bench/cli.py, counters/cli.py, kernels/cli.py, tracing/cli.py)."""
 
 from __future__ import annotations
 
@@ -172,11 +172,13 @@ def run(argv) -> int:
     if opts["summary"]:
         print(p.summary(), file=sys.stderr)
     try:
-        if opts["trace"]:
-            p.export_chrome_trace(opts["trace"], details=opts["details"])
-            print(f"gpuprofile run: trace written to {opts['trace']}", file=sys.stderr)
+        if opts["trace"]:  # under torchrun each rank writes its own file (trace.rank1.json.gz)
+            written = p.export_chrome_trace(opts["trace"], details=opts["details"])
+            print(f"gpuprofile run: trace written to {written}", file=sys.stderr)
         if opts["json"]:
-            with open(opts["json"], "w") as f:
+            from .distributed import rank_path
+
+            with open(rank_path(opts["json"]), "w") as f:
                 json.dump(p.to_dict(), f, indent=1)
     except OSError as exc:
         print(f"gpuprofile run: {exc}", file=sys.stderr)
@@ -194,6 +196,7 @@ examples:
   gpuprofile stalls --kernel flash train.py         # where those kernels' warps wait
   gpuprofile run --trace t.json.gz train.py         # kernel/copy/memory trace of a script
   gpuprofile profile-kernels --seq-len 512 --impl flash --trace t.json
+  gpuprofile merge trace.rank*.json.gz -o merged.json.gz   # one trace of a distributed job
 
 `gpuprofile SUBCOMMAND --help` shows each one's options and an example. Results go to stdout,
 diagnostics to stderr; exit status 2 means bad arguments.
@@ -204,6 +207,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .bench import cli as bench_cli
     from .counters import cli as counters_cli
     from .kernels import cli as kernels_cli
+    from .tracing import cli as tracing_cli
 
     formatter = functools.partial(argparse.RawDescriptionHelpFormatter, max_help_position=32)
     parser = argparse.ArgumentParser(prog="gpuprofile", description="GPU measurements from Python.",
@@ -221,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench_cli.add_parsers(sub, formatter)
     counters_cli.add_parsers(sub, formatter)
     kernels_cli.add_parsers(sub, formatter)
+    tracing_cli.add_parsers(sub, formatter)
     return parser
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 
 import pytest
 
@@ -46,8 +47,16 @@ class _State:
     """Per-run state, kept in config.stash."""
 
     def __init__(self, config):
-        self.save = config.getoption("--gpu-benchmark-save")
-        self.compare_path = config.getoption("--gpu-benchmark-compare")
+        # in a multi-rank job each rank saves its own file (base.rank1.json: docs/distributed.md)
+        # and compares with its own when there is one
+        save, compare = config.getoption("--gpu-benchmark-save"), config.getoption("--gpu-benchmark-compare")
+        self.save, self.compare_path = save, compare
+        if save or compare:
+            from .distributed import rank_path
+
+            self.save = rank_path(save) if save else None
+            if compare and os.path.exists(rank_path(compare)):
+                self.compare_path = rank_path(compare)
         self.fail_slower = config.getoption("--gpu-benchmark-fail-slower")
         self.disabled = config.getoption("--gpu-benchmark-disable")
         self.is_worker = hasattr(config, "workerinput")
@@ -236,10 +245,13 @@ def pytest_sessionfinish(session):
         return
     state.entries.sort(key=lambda e: e["name"])
     if state.save:
+        from .distributed import rank_fields
+
         results = [{**e["result"], "name": e["name"], "test": e["test"], "group": e["group"]}
                    for e in state.entries]
         with open(state.save, "w", encoding="utf-8") as f:
-            json.dump({"gpuprofile_benchmark_file": _FILE_VERSION, "results": results}, f, indent=1)
+            json.dump({"gpuprofile_benchmark_file": _FILE_VERSION, **rank_fields(), "results": results},
+                      f, indent=1)
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -10,6 +10,7 @@ import numpy as np
 from . import _C
 from ._format import html_table, text_table
 from ._stats import summary
+from .distributed import rank_fields
 
 # The packed records of _C._records(): the layout comes from the C struct (gp_record_out).
 _RAW_DTYPE = np.dtype(_C._record_layout())
@@ -136,9 +137,14 @@ class Report:
     notebook; `rows` holds RegionStats objects."""
 
     rows: list
+    rank: dict = field(default_factory=dict)  # {'rank', 'world_size'} in a multi-rank job
 
     def to_dict(self) -> dict:
-        return {"regions": [r.to_dict() for r in self.rows]}
+        return {**self.rank, "regions": [r.to_dict() for r in self.rows]}
+
+    def _title(self) -> str:
+        where = f" (rank {self.rank['rank']} of {self.rank['world_size']})" if self.rank else ""
+        return f"gpuprofile regions{where}"
 
     def __getitem__(self, name: str) -> RegionStats:
         for r in self.rows:
@@ -152,12 +158,12 @@ class Report:
     def __str__(self) -> str:
         if not self.rows:
             return "gpuprofile: no regions recorded"
-        return text_table(_HEADERS, [r._row() for r in self.rows], title="gpuprofile regions")
+        return text_table(_HEADERS, [r._row() for r in self.rows], title=self._title())
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        return html_table(_HEADERS, [r._row() for r in self.rows], title="gpuprofile regions")
+        return html_table(_HEADERS, [r._row() for r in self.rows], title=self._title())
 
 
 def report(since_ns: int | None = None) -> Report:
@@ -171,4 +177,4 @@ def report(since_ns: int | None = None) -> Report:
     for name in dict.fromkeys(recs["name"]):
         rows.append(_stats_from(name, recs[recs["name"] == name]))
     rows.sort(key=lambda r: -r.total_ms if r.count else 0.0)
-    return Report(rows)
+    return Report(rows, rank_fields())

@@ -12,7 +12,8 @@ import pytest
 import gpuprofile as gp
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-SUBCOMMANDS = ["info", "run", "bench", "compare", "metrics", "stalls", "attention", "profile-kernels"]
+SUBCOMMANDS = ["info", "run", "bench", "compare", "metrics", "stalls", "attention", "profile-kernels",
+               "merge"]
 
 
 def gpuprofile(*args):

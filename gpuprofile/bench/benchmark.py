@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from ..distributed import rank_fields
 from .result import Batch
 
 _MODES = ("cold", "hot", "graph")
@@ -382,7 +383,7 @@ def _build_result(opts: Options, got: Collected, *, clock, inner, gated, flush_b
         flops=opts.flops, bytes=opts.bytes, peak_name=peak_name if opts.flops is not None else None,
         peak_tflops=peak_tflops, peak_gbps=peak_gbps, tainted_batches=got.tainted,
         graph_nodes=graph_nodes, inner=inner, version=__version__,
-        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"), **tp,
+        timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"), **tp, **rank_fields(),
     )
 
 

@@ -110,6 +110,8 @@ class BenchmarkResult:
     inner: int = 1
     version: str = ""
     timestamp: str = ""
+    rank: int | None = None  # in a multi-rank job (gpuprofile.distributed), else None
+    world_size: int | None = None
 
     @property
     def median_us(self) -> float:
@@ -118,6 +120,8 @@ class BenchmarkResult:
     def to_dict(self, samples: bool = True) -> dict:
         """Every field as JSON-ready data; samples as a list (omitted with samples=False)."""
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "samples"}
+        if self.world_size is None:  # single-process results stay as they were
+            del d["rank"], d["world_size"]
         d["throttle_reasons"] = list(self.throttle_reasons)
         if samples:
             d["samples"] = [float(x) for x in self.samples]
@@ -143,10 +147,16 @@ class BenchmarkResult:
         samples = [_checked_field("samples", "float", x) for x in _checked_field("samples", "list", d.get("samples", []))]
         return cls(samples=np.asarray(samples, dtype=np.float64), **kwargs)
 
-    def save(self, path) -> None:
-        """Write this result as JSON (samples included)."""
+    def save(self, path) -> str:
+        """Write this result as JSON (samples included); a result of one rank of several goes to
+        that rank's file (r.rank1.json, or `{rank}` in `path`). Returns the path written."""
+        from ..distributed import RankInfo, rank_path
+
+        rank = self.rank or 0
+        path = rank_path(path, RankInfo(rank, self.world_size or 1, rank, "result"))
         with open(path, "w", encoding="utf-8") as f:
             json.dump(self.to_dict(), f, indent=1)
+        return path
 
     @classmethod
     def load(cls, path) -> BenchmarkResult:
@@ -190,6 +200,8 @@ class BenchmarkResult:
         ]
         if self.device:
             rows.append(["device", self.device])
+        if self.world_size is not None:
+            rows.append(["rank", f"{self.rank} of {self.world_size}"])
         if self.sm_clock_mhz_start is not None:
             clocks = f"{fmt(self.sm_clock_mhz_start)} -> {fmt(self.sm_clock_mhz_end)} MHz ({self.sm_clock_source})"
             if self.throttle_reasons:

@@ -170,8 +170,8 @@ def _trace(call, args, name):
                 call()
         _C._synchronize()
     if args.trace:
-        p.export_chrome_trace(args.trace)
-        print(f"gpuprofile profile-kernels: trace written to {args.trace}", file=sys.stderr)
+        written = p.export_chrome_trace(args.trace)
+        print(f"gpuprofile profile-kernels: trace written to {written}", file=sys.stderr)
     return p.summary(), p.to_dict()
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from .. import _C
 from .._C import CuptiError
 from .._foreign import torch_profiler_active
+from ..distributed import clock_pair
 from .attribution import attribute  # noqa: F401  (re-exported: memory, tests)
 
 KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS = 1, 2, 4, 8, 16
@@ -144,6 +145,7 @@ class Window:
     chunk: Chunk
     partial: bool = False
     errors: list = field(default_factory=list)
+    clock_pair: dict | None = None  # CUPTI and wall-clock ns read together (distributed.clock_pair)
 
 
 class Collector:
@@ -194,6 +196,7 @@ class Collector:
             offset_uncertainty_ns=max(self.offset[1], offset[1], abs(self.offset[0] - offset[0])),
             chunk=clip(Chunk.concat(self._chunks), self.t0, t1), partial=error is not None,
         )
+        window.clock_pair = clock_pair(window.offset_ns, window.offset_uncertainty_ns)
         self._chunks = []
         if released is not None:
             window.errors.append(str(released))

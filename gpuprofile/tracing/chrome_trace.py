@@ -310,7 +310,8 @@ def _sample_events(samples, base: int) -> bytes:
     return "".join(lines).encode()
 
 
-def _metadata(kernels, memcpy, memset, memory, regions, pid: int) -> list:
+def _metadata(kernels, memcpy, memset, memory, regions, pid: int, label: str = "") -> list:
+    """Process and thread names; `label` ('rank 1 / ' in a multi-rank job) leads process names."""
     devices = set()
     streams = set()
     for recs in (kernels, memcpy, memset):
@@ -319,7 +320,7 @@ def _metadata(kernels, memcpy, memset, memory, regions, pid: int) -> list:
             streams.update(zip(recs["device"].tolist(), recs["stream"].tolist(), strict=True))
     if memory is not None and len(memory):
         devices.update(memory["device"].tolist())
-    events = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"Host (pid {pid})"}},
+    events = [{"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"{label}Host (pid {pid})"}},
               {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": 0}}]
     names = {t.native_id: t.name for t in threading.enumerate() if t.native_id is not None}
     for tid in sorted(set(regions["thread"].tolist()) if regions is not None else ()):
@@ -327,7 +328,7 @@ def _metadata(kernels, memcpy, memset, memory, regions, pid: int) -> list:
                        "args": {"name": f"{names.get(tid, 'thread')} ({tid})"}})
     for dev in sorted(devices):
         gpid = GPU_PID_BASE + dev
-        events += [{"ph": "M", "name": "process_name", "pid": gpid, "args": {"name": f"GPU {dev}"}},
+        events += [{"ph": "M", "name": "process_name", "pid": gpid, "args": {"name": f"{label}GPU {dev}"}},
                    {"ph": "M", "name": "process_sort_index", "pid": gpid,
                     "args": {"sort_index": 1 + dev}}]
     for dev, stream in sorted(streams):
@@ -336,6 +337,12 @@ def _metadata(kernels, memcpy, memset, memory, regions, pid: int) -> list:
                    {"ph": "M", "name": "thread_sort_index", "pid": GPU_PID_BASE + dev,
                     "tid": stream, "args": {"sort_index": stream}}]
     return events
+
+
+def _label(other: dict) -> str:
+    """'rank r / ' when the trace's metadata says it is one rank of several, else ''."""
+    world = other.get("world_size")
+    return f"rank {other.get('rank')} / " if isinstance(world, int) and world > 1 else ""
 
 
 def _base_time(t0: int, *arrays) -> int:
@@ -375,7 +382,7 @@ def write_chrome_trace(path, *, kernels, memcpy, memset, memory, regions, offset
         with _open(tmp, path.endswith(".gz")) as f:
             f.write(b'{"displayTimeUnit":"ns","otherData":' + json.dumps(other).encode()
                     + b',"traceEvents":[\n')
-            for event in _metadata(kernels, memcpy, memset, memory, regions, pid):
+            for event in _metadata(kernels, memcpy, memset, memory, regions, pid, _label(other)):
                 f.write(json.dumps(event, separators=(",", ":")).encode() + b",\n")
             for block in _host_events(regions, r_start, r_end, base, pid):
                 f.write(block)

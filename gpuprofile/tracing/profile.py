@@ -518,19 +518,23 @@ class Profile:
         Perfetto (ui.perfetto.dev) and chrome://tracing. `details=False` leaves out per-kernel
         launch arguments (grid, block, registers, ...) for a smaller file. `samples`: results of
         gpuprofile.sample() (PM sampling) taken during the profile, added as counter tracks of
-        their GPU. Returns the path."""
+        their GPU. In a multi-rank job the file is per rank (trace.rank1.json.gz, or `{rank}` in
+        `path`; docs/distributed.md). Returns the path written."""
+        from ..distributed import clock_pair, rank_path, trace_metadata
         from .chrome_trace import write_chrome_trace
 
         w = self._stopped()
         codes = self._kernel_codes()
         region = codes["region"]
         return write_chrome_trace(
-            path, kernels=self.kernels, memcpy=self.memcpy, memset=self.memset,
+            rank_path(path), kernels=self.kernels, memcpy=self.memcpy, memset=self.memset,
             memory=self.memory if self.mask & MEMORY else None, regions=self._records,
             offset_ns=w.offset_ns, t0_ns=w.t0, t1_ns=w.t1, details=details,
             metadata={"dropped_records": self.dropped, "partial": w.partial,
                       "clock_offset_ns": w.offset_ns,
-                      "clock_offset_uncertainty_ns": w.offset_uncertainty_ns},
+                      "clock_offset_uncertainty_ns": w.offset_uncertainty_ns,
+                      **trace_metadata(self._cached("pair", lambda: w.clock_pair or clock_pair(
+                          w.offset_ns, w.offset_uncertainty_ns)))},
             kernel_codes={"name": codes["name"], "region": region}, samples=samples,
         )
 

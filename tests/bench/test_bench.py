@@ -515,3 +515,16 @@ def test_errors_outside_fn_are_not_blamed_on_fn():
         bench.run(lambda: None, (), {}, opts, setup=lambda: "bad")
     assert "(not in fn)" in " ".join(info.value.__notes__)
     assert not hasattr(info.value, "_gpuprofile_call_in_batch")
+
+
+def test_results_of_one_rank_say_so_and_save_per_rank(tmp_path, monkeypatch):
+    assert "rank" not in host_result().to_dict()  # single process: unchanged files
+    monkeypatch.setenv("RANK", "2")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    r = host_result()
+    assert (r.rank, r.world_size) == (2, 4)
+    assert "rank" in repr(r) and "2 of 4" in repr(r)
+    path = r.save(tmp_path / "r.json")
+    assert path == str(tmp_path / "r.rank2.json")
+    back = BenchmarkResult.load(path)
+    assert (back.rank, back.world_size) == (2, 4) and back == r

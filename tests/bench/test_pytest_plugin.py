@@ -177,3 +177,19 @@ def test_plugin_module_imports_no_numpy():
     code = "import sys, gpuprofile.pytest_plugin; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_each_rank_of_a_distributed_run_saves_and_compares_its_own_file(pytester, bench_file,
+                                                                        monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    base = pytester.path / "base.json"
+    result = pytester.runpytest(f"--gpu-benchmark-save={base}")
+    result.assert_outcomes(passed=2)
+    assert not base.exists()
+    data = saved(pytester.path / "base.rank1.json")
+    assert (data["rank"], data["world_size"]) == (1, 2)
+    assert {(r["rank"], r["world_size"]) for r in data["results"]} == {(1, 2)}
+    result.stdout.fnmatch_lines([f"saved 3 result(s) to {pytester.path / 'base.rank1.json'}"])
+    rewrite_baseline(pytester.path / "base.rank1.json", 1.0, spread=100)
+    pytester.runpytest(f"--gpu-benchmark-compare={base}").assert_outcomes(passed=2)

@@ -1,0 +1,57 @@
+"""`gpuprofile merge`: per-rank Chrome traces of a distributed job into one (tracing/merge.py).
+gpuprofile/cli.py dispatches here."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+MERGE_EXAMPLE = """\
+examples:
+  torchrun --nproc-per-node 4 train.py               # each rank: p.export_chrome_trace("trace.json.gz")
+  gpuprofile merge trace.rank*.json.gz -o merged.json.gz
+  gpuprofile merge trace.rank*.json.gz -o merged.json.gz --straggler-step train_step --json m.json
+
+Writes one Chrome/Perfetto trace with a process per rank, on one time line: each rank's
+(CUPTI, wall clock) pair, refined by the ends of NCCL collectives that every rank ran (the
+printed spread is the measured alignment error). NCCL kernels are named by collective, with
+bytes and bus bandwidth where a gp.distributed.collective() region gave the size. The straggler
+table splits each step (a region, default 'step') per rank into compute, collective and wait time
+and names the rank that arrived last. Exit status: 0 merged; 1 a file is not a Chrome trace or
+two are of the same rank; 2 bad arguments. docs/distributed.md explains the output.
+"""
+
+
+def add_parsers(sub, formatter) -> None:
+    p = sub.add_parser("merge", help="merge per-rank traces of a distributed job into one",
+                       description="Merge per-rank Chrome traces (trace.rank{r}.json.gz) into one "
+                                   "trace with clocks aligned, and print the straggler table.",
+                       epilog=MERGE_EXAMPLE, formatter_class=formatter)
+    p.add_argument("files", nargs="+", metavar="FILE", help="one trace per rank")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="the merged trace (gzip when it ends in .gz)")
+    p.add_argument("--straggler-step", default="step", metavar="NAME",
+                   help="the region that delimits a step (default: step)")
+    p.add_argument("--align", choices=("auto", "wall", "collectives"), default="auto",
+                   help="auto: wall clock refined by collective ends when there are any (default)")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the summary as JSON")
+    p.set_defaults(func=merge_main)
+
+
+def merge_main(args) -> int:
+    from .merge import merge_traces
+
+    try:
+        result = merge_traces(args.files, args.output, step=args.straggler_step, align=args.align)
+    except (OSError, ValueError) as exc:
+        print(f"gpuprofile merge: error: {exc}", file=sys.stderr)
+        return 1
+    print(result)
+    if args.json:
+        try:
+            with open(args.json, "w", encoding="utf-8") as f:
+                json.dump(result.to_dict(), f, indent=1)
+        except OSError as exc:
+            print(f"gpuprofile merge: error: {exc}", file=sys.stderr)
+            return 1
+    return 0

@@ -1,0 +1,86 @@
+"""Functions that spawned ranks run (torch.multiprocessing needs them importable by name):
+the CPU gloo check of rank awareness, and the NCCL job the GPU tests merge."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+# NVLink multicast stays off on shared multi-GPU hosts (it can take the host's GPUs out of
+# service): NCCL, PyTorch's symmetric memory and NVSHMEM. Set in every rank and in the parent.
+MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                 "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _init(rank: int, world: int, port: int, backend: str):
+    import torch.distributed as dist
+
+    os.environ.update(MULTICAST_OFF)
+    dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    return dist
+
+
+def gloo_rank(rank: int, world: int, port: int, out: str) -> None:
+    """One CPU rank: rank_info() from torch.distributed, per-rank names, a collective region."""
+    import torch
+
+    import gpuprofile as gp
+
+    before = gp.rank_info()  # the group is not initialised yet, and no launcher variables are set
+    dist = _init(rank, world, port, "gloo")
+    try:
+        t = torch.ones(1024) * (rank + 1)
+        with gp.region("step"), gp.distributed.collective("all_reduce", t.numel() * t.element_size()):
+            dist.all_reduce(t)
+        report = gp.report().to_dict()
+        result = gp.benchmark(sum, [1, 2], clock="host", warmup=0, min_time=0.01, max_noise=0.5)
+        saved = result.save(os.path.join(out, "bench.json"))
+        info = gp.rank_info()
+        with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+            json.dump({"before": list(before), "info": list(info), "sum": float(t[0]),
+                       "path": gp.distributed.rank_path(os.path.join(out, "trace.json.gz")),
+                       "regions": [r["name"] for r in report["regions"]],
+                       "report_rank": report.get("rank"), "saved": saved}, f)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def nccl_rank(rank: int, world: int, port: int, out: str, steps: int, slow_rank: int,
+              slow_step: int) -> None:
+    """One GPU rank: `steps` steps of matmuls then an all_reduce in a collective() region, traced;
+    `slow_rank` does four times the work in `slow_step`, so it arrives last there."""
+    import torch
+
+    import gpuprofile as gp
+
+    torch.cuda.set_device(rank)
+    dist = _init(rank, world, port, "nccl")
+    try:
+        a = torch.randn(2048, 2048, device="cuda")
+        grad = torch.randn(8 << 20, device="cuda")  # 32 MiB
+        nbytes = grad.numel() * grad.element_size()
+        dist.all_reduce(grad)  # NCCL's communicator is set up outside the trace
+        torch.cuda.synchronize()
+        with gp.profile() as p:
+            for s in range(steps):
+                with gp.region("step"):
+                    for _ in range(4 * 8 if (rank == slow_rank and s == slow_step) else 8):
+                        a = (a @ a).clamp_(-1, 1)
+                    with gp.distributed.collective("all_reduce", nbytes):
+                        dist.all_reduce(grad)
+            torch.cuda.synchronize()
+        path = p.export_chrome_trace(os.path.join(out, "trace.json.gz"))
+        with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
+            json.dump({"path": path, "nbytes": nbytes, "info": list(gp.rank_info())}, f)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()

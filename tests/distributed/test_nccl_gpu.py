@@ -1,0 +1,56 @@
+"""A real NCCL job, traced per rank and merged (needs >= 2 GPUs and torch with NCCL; 4 ranks
+where there are 4 GPUs). NVLink multicast stays off (dist_workers.MULTICAST_OFF)."""
+
+import json
+import os
+
+import pytest
+
+import gpuprofile as gp
+
+pytestmark = pytest.mark.gpu
+torch = pytest.importorskip("torch")
+mp = pytest.importorskip("torch.multiprocessing")
+
+import dist_workers as W  # noqa: E402
+
+STEPS, SLOW_RANK, SLOW_STEP = 6, 1, 3
+
+
+def _gpus() -> int:
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_nccl_ranks_merge_into_one_aligned_trace(tmp_path, monkeypatch, world):
+    if _gpus() < world:
+        pytest.skip(f"needs {world} GPUs, this machine has {_gpus()}")
+    if not torch.distributed.is_nccl_available():
+        pytest.skip("torch has no NCCL")
+    for key, value in W.MULTICAST_OFF.items():
+        monkeypatch.setenv(key, value)
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    mp.spawn(W.nccl_rank, args=(world, W.free_port(), str(tmp_path), STEPS, SLOW_RANK, SLOW_STEP),
+             nprocs=world, join=True)
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+    paths = [r["path"] for r in ranks]
+    assert [os.path.basename(p) for p in paths] == [f"trace.rank{r}.json.gz" for r in range(world)]
+    result = gp.merge_traces(paths, tmp_path / "merged.json.gz")
+    print(result)  # the measured alignment error and bandwidth, in the test log
+    a = result.alignment
+    assert a["method"] == "wall clock + collective ends"
+    assert a["collectives_matched"] == STEPS
+    # one host: the wall-clock pairs agree to microseconds, and the collective ends to tens
+    assert a["wall_uncertainty_ns"] < 100_000
+    assert a["spread_median_ns"] < 50_000, a
+    assert max(abs(c) for c in a["corrections_ns"]) < 1_000_000, a
+    for c in result.collectives:
+        assert c["op"] == "AllReduce" and c["bytes"] == ranks[0]["nbytes"]
+        assert c["busbw_gbps"] is not None and 1 < c["busbw_gbps"] < 2000
+    t = result.straggler
+    assert len(t.last) == STEPS and t.last[SLOW_STEP] == SLOW_RANK
+    waits = {row["rank"]: row["wait_ns"] for row in t.rows if row["step"] == SLOW_STEP}
+    assert all(waits[r] > waits[SLOW_RANK] for r in waits if r != SLOW_RANK)
+    compute = {row["rank"]: row["compute_ns"] for row in t.rows if row["step"] == SLOW_STEP}
+    assert compute[SLOW_RANK] > 2 * min(compute.values())
