@@ -107,6 +107,23 @@ is_watched(CUpti_CallbackDomain domain, CUpti_CallbackId cbid)
            __atomic_load_n(&watching[d][cbid], __ATOMIC_RELAXED);
 }
 
+/* Driver calls that set memory (memset records carry the driver call's correlation id). */
+static int
+is_set(CUpti_CallbackId cbid)
+{
+    switch (cbid) {
+    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32_v2:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD8Async_ptsz:
+    case CUPTI_DRIVER_TRACE_CBID_cuMemsetD32Async_ptsz:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* ---- reading the frames (any thread, gp_pysites_lock held)
  * -----------------------------------------
  */
@@ -153,7 +170,8 @@ capture(int whole, uint32_t *site_out, uint32_t *stack_out)
 static _Thread_local struct {
     unsigned generation;
     int busy;       /* inside capture: a call made meanwhile is not re-entered */
-    int in_runtime; /* inside a watched runtime call: driver calls inside it are not noted */
+    int in_runtime; /* inside a watched runtime call: driver calls inside it reuse its capture */
+    uint32_t site, stack;
 } tls;
 
 static void
@@ -174,8 +192,15 @@ handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, cons
             tls.in_runtime = 0;
         return;
     }
-    if (!runtime && tls.in_runtime)
-        return; /* the runtime call's id is the one kernel and copy records carry */
+    if (!runtime && tls.in_runtime) {
+        /* Kernel and copy records carry the runtime call's id; set records only the driver's */
+        if (is_set(cbid)) {
+            pthread_mutex_lock(&gp_pysites_lock);
+            gp_pysites_note(d->correlationId, tls.site, tls.stack);
+            pthread_mutex_unlock(&gp_pysites_lock);
+        }
+        return;
+    }
     pthread_mutex_lock(&gp_pysites_lock);
     uint32_t site, stack;
     tls.busy = 1;
@@ -184,6 +209,8 @@ handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, cons
     gp_pysites_note(d->correlationId, site, stack);
     pthread_mutex_unlock(&gp_pysites_lock);
     tls.in_runtime = runtime;
+    tls.site = site;
+    tls.stack = stack;
 }
 
 /* ---- Python entry points (GIL held) ---------------------------------------------------------- */
