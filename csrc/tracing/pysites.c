@@ -342,9 +342,11 @@ gp_pysites_take(void)
             const code_entry *c = &codes.data[sites.code[k]];
             site_copies[k] = (site_copy){c->file, c->func, sites.line[k], c->user};
         }
-        memcpy(pool, stacks.pool, n_pool * sizeof *pool);
-        memcpy(start, stacks.start, n_stacks * sizeof *start);
-        memcpy(len, stacks.len, n_stacks * sizeof *len);
+        if (n_stacks > 0) { /* (the arrays are NULL while empty: memcpy may not take NULL) */
+            memcpy(pool, stacks.pool, n_pool * sizeof *pool);
+            memcpy(start, stacks.start, n_stacks * sizeof *start);
+            memcpy(len, stacks.len, n_stacks * sizeof *len);
+        }
     }
     pthread_mutex_unlock(&gp_pysites_lock);
     PyObject *raw = NULL, *site_list = NULL, *stack_list = NULL, *out = NULL;
