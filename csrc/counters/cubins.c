@@ -80,11 +80,10 @@ gp_cubins_capture_start(void)
         return 0;
     if (gp_cupti_subscribe() < 0 || gp_cupti_add_handler(handler, NULL) < 0)
         return -1;
-    CUptiResult res = gp_cupti.cuptiEnableCallback(
-        1, gp_cupti_subscriber(), CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_MODULE_LOADED);
-    if (res != CUPTI_SUCCESS) {
+    static const gp_cupti_callback loaded = {CUPTI_CB_DOMAIN_RESOURCE,
+                                             CUPTI_CBID_RESOURCE_MODULE_LOADED};
+    if (gp_cupti_callbacks_on(&loaded, 1) < 0) {
         gp_cupti_remove_handler(handler, NULL);
-        gp_set_cupti_error(res, "cuptiEnableCallback(RESOURCE_MODULE_LOADED)", __FILE__, __LINE__);
         return -1;
     }
     capturing = 1;

@@ -26,17 +26,16 @@ from .. import _C
 from .._format import html_table, text_table
 
 NO_FRAME = "<no Python frame>"
-MODES = {False: None, None: None, True: "line", "line": "line", "stack": "stack"}
 NOTE_RAW = np.dtype(_C._pylines_layout())
 NONE = 0xFFFFFFFF
 
 
 def mode_of(python_stacks) -> str | None:
     """None, "line" or "stack" from profile(python_stacks=...); ValueError naming the choices."""
-    if python_stacks is None or isinstance(python_stacks, bool | str):
-        mode = MODES.get(python_stacks, "?")
-        if mode != "?":
-            return mode
+    if python_stacks is None or python_stacks is False:
+        return None
+    if python_stacks is True or python_stacks in ("line", "stack"):
+        return "stack" if python_stacks == "stack" else "line"
     raise ValueError(f"python_stacks must be False, True, 'line' or 'stack', got "
                      f"{python_stacks!r}")
 
