@@ -101,3 +101,22 @@ def raising(fn, *errors):
         with contextlib.suppress(*errors):
             fn()
     return call
+
+
+def tracing_left_on() -> dict:
+    """What an earlier call left collecting (activity kinds, consumers, a profile, the counters):
+    each would make the measured calls grow through records that nobody takes. Empty when idle."""
+    from gpuprofile import _C
+    from gpuprofile.tracing import activity, profile
+
+    left = {}
+    refs = {k: v for k, v in _C._activity_state()["refs"].items() if v}
+    if refs:
+        left["activity kinds"] = refs
+    if activity._active:
+        left["collectors"] = [c.what for c in activity._active]
+    if profile.running() is not None:
+        left["profile"] = "running"
+    if _C._counters_holder() is not None:
+        left["counters"] = _C._counters_holder()
+    return left

@@ -6,7 +6,7 @@ metrics() call replays fn once per pass) run fewer times, as noted."""
 
 import numpy as np
 import pytest
-from leaks import check_no_growth
+from leaks import check_no_growth, tracing_left_on
 
 import gpuprofile as gp
 from gpuprofile import _C, kernels
@@ -16,6 +16,8 @@ pytestmark = [pytest.mark.gpu, pytest.mark.leak]
 
 @pytest.fixture
 def device():
+    # a consumer left collecting by an earlier test would grow with every call measured here
+    assert not tracing_left_on(), "an earlier test left tracing on"
     return _C._current_device()
 
 

@@ -156,12 +156,30 @@ parse_mask(PyObject *arg, unsigned *mask)
     return 0;
 }
 
+/* _activity_acquire(mask, held=None): enable the kinds; with `held` (a list), append the mask to it
+ * before returning. A Ctrl-C is raised after a C call returns, before Python stores anything, so
+ * the caller learns from `held`, not from the call returning, whether it must release. */
 static PyObject *
-activity_acquire(PyObject *module, PyObject *arg)
+activity_acquire(PyObject *module, PyObject *args)
 {
+    PyObject *arg, *held = Py_None;
     unsigned mask;
+    if (!PyArg_ParseTuple(args, "O|O:_activity_acquire", &arg, &held))
+        return NULL;
+    if (held != Py_None && !PyList_Check(held))
+        return PyErr_Format(PyExc_TypeError, "_activity_acquire: held must be a list, not %.80s",
+                            Py_TYPE(held)->tp_name);
     if (parse_mask(arg, &mask) < 0 || gp_activity_acquire(mask) < 0)
         return NULL;
+    if (held != Py_None) {
+        PyObject *m = PyLong_FromUnsignedLong(mask);
+        if (m == NULL || PyList_Append(held, m) < 0) {
+            Py_XDECREF(m);
+            (void)gp_activity_release(mask);
+            return NULL;
+        }
+        Py_DECREF(m);
+    }
     Py_RETURN_NONE;
 }
 
@@ -245,8 +263,9 @@ error:
 }
 
 static PyMethodDef activity_methods[] = {
-    {"_activity_acquire", activity_acquire, METH_O,
-     "Enable a mask of activity kinds (refcounted)."},
+    {"_activity_acquire", activity_acquire, METH_VARARGS,
+     "_activity_acquire(mask, held=None): enable a mask of activity kinds (refcounted); the mask "
+     "is appended to the list `held` once enabled."},
     {"_activity_release", activity_release, METH_O, "Release a mask of activity kinds."},
     {"_activity_flush", activity_flush, METH_O,
      "_activity_flush(wait): wait for the GPU if asked, then flush CUPTI's buffers."},

@@ -221,7 +221,9 @@ def _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on):
 def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels) -> MetricsResult:
     notes: list = []
     t0 = time.perf_counter()
-    rp, log_on, calls = None, False, 0
+    # log_on is True before the start: a Ctrl-C raised just after the C start returns leaves it
+    # True, so _cleanup stops the log (stopping a log that never started does nothing)
+    rp, log_on, calls = None, True, 0
     try:
         log_on = _log_start(notes)
         warm = None
@@ -284,7 +286,7 @@ def _region_enter(name, spec, record):
     plan = _plan(spec)
     notes: list = []
     user_range = plan.passes == 1
-    rp, log_on = None, False
+    rp, log_on = None, not user_range  # True before the start, as in _collect
     try:
         if not user_range:
             log_on = _log_start(notes)

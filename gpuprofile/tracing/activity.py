@@ -158,18 +158,25 @@ class Collector:
         self.running = False
 
     def start(self) -> None:
+        """Enables the kinds. A Ctrl-C at any point leaves nothing enabled: CPython raises it after
+        a C call returns, before Python stores the result, so the acquire reports into `held`."""
         check_no_other_profiler(self.what)
-        _C._activity_acquire(self.mask)
-        try:
-            self.offset = _C._clock_offset()
-            self.t0 = _C._cupti_timestamp()
-        except BaseException:
-            _C._activity_release(self.mask)
-            raise
         self._chunks = []
         self.window = None
-        _active.append(self)
-        self.running = True
+        held: list = []
+        try:
+            _C._activity_acquire(self.mask, held)
+            self.offset = _C._clock_offset()
+            self.t0 = _C._cupti_timestamp()
+            _active.append(self)
+            self.running = True
+        except BaseException:
+            self.running = False
+            if self in _active:
+                _active.remove(self)
+            if held:
+                _release(self.mask)
+            raise
 
     def stop(self, wait: bool = True) -> Window:
         """Waits for the GPU (when `wait`), collects and releases the kinds; the result is also

@@ -94,7 +94,12 @@ class MemoryTrack:
             raise _C.GpuProfileError("this memory tracker was already used; create a new one")
         self.torch_at_start = torch_memory_stats()
         self._collector = Collector(MEMORY, "gpuprofile.memory.track()")
-        self._collector.start()
+        try:
+            self._collector.start()
+        except BaseException:  # a Ctrl-C just after the start: no __exit__ will run
+            if self._collector.running:
+                self._collector.stop(wait=False)
+            raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> bool:

@@ -209,20 +209,33 @@ class Profile:
                                      "create a new gpuprofile.profile() to record again")
         if _running is not None:
             raise _C.GpuProfileError("gpuprofile.profile() cannot nest: another profile is "
-                                     "recording; stop it first (gpuprofile.profiling.running() "
+                                     "recording; stop it first (gpuprofile.tracing.profile.running() "
                                      "returns it; memory.track() may nest)")
         collector = Collector(self.mask, "gpuprofile.profile()")
-        collector.start()
-        if self.python_stacks:
-            try:
+        try:
+            collector.start()
+            if self.python_stacks:
                 _C._pylines_start(self.python_stacks == "stack", pylines.excluded_prefixes())
-            except BaseException:
-                collector.stop(wait=False)
-                raise
-        self._collector = collector
+        except BaseException:  # Ctrl-C included, even one raised just after a start returned
+            self._undo_start(collector)
+            raise
+        self._collector = collector  # plain stores: no signal is raised between them
         _running = self
         self.state = "running"
         return self
+
+    def _undo_start(self, collector) -> None:
+        if self.python_stacks:
+            try:
+                _C._pylines_stop()  # nothing to do when it never started
+                _C._pylines_take()
+            except Exception:  # noqa: BLE001 - the start's own error is the one to see
+                pass
+        if collector.running:
+            try:
+                collector.stop(wait=False)
+            except Exception:  # noqa: BLE001
+                pass
 
     def stop(self) -> Profile:
         """Waits for the GPU, collects the records and stops tracing. Ctrl-C during the wait
