@@ -207,14 +207,18 @@ def child_paired(n_launch: int, n_ops: int, pairs: int) -> dict:
     prefixes = excluded_prefixes()
     with gp.profile(memory=False), gp.region("paired"):
         for name, loop in loops.items():
-            for mode in ("line", "stack"):
+            # line, stack: the notes; callbacks: the same CUPTI callbacks with a handler that
+            # returns at once (CUPTI's own cost); runtime_callbacks: the runtime API's alone
+            for mode in ("line", "stack", "callbacks", "runtime_callbacks"):
                 diffs = []
                 for i in range(pairs):
                     order = (False, True) if i % 2 == 0 else (True, False)
                     got = {}
                     for on in order:
                         if on:
-                            _C._pylines_start(mode == "stack", prefixes)
+                            _C._pylines_start(mode == "stack", prefixes,
+                                              1 if mode == "runtime_callbacks" else 3,
+                                              mode in ("line", "stack"))
                         got[on] = loop()
                         _C._synchronize()
                         if on:
