@@ -6,6 +6,78 @@
 #include "util.h"
 
 #include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "events.h" /* GP_MAX_DEVICES */
+
+/* ---- the pool per device (GIL held) ---------------------------------------------------------- */
+
+static cudaMemPool_t pools[GP_MAX_DEVICES];
+static cudaStream_t free_streams[GP_MAX_DEVICES];
+
+static int
+check_index(int device)
+{
+    if (device >= 0 && device < GP_MAX_DEVICES)
+        return 0;
+    PyErr_Format(gp_GpuProfileError, "device %d: at most %d devices are supported", device,
+                 GP_MAX_DEVICES);
+    return -1;
+}
+
+int
+gp_device_pool(int device, cudaMemPool_t *out)
+{
+    if (check_index(device) < 0)
+        return -1;
+    if (pools[device] == NULL) {
+        struct cudaMemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = device;
+        cudaMemPool_t pool;
+        GP_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
+        /* keep freed memory for the next call: a release at every synchronization would make
+         * each allocation a driver mapping again */
+        uint64_t keep_all = UINT64_MAX;
+        cudaError_t err = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
+        if (err != cudaSuccess) {
+            (void)cudaMemPoolDestroy(pool);
+            GP_CUDA_CHECK(err);
+        }
+        pools[device] = pool;
+    }
+    *out = pools[device];
+    return 0;
+error:
+    return -1;
+}
+
+int
+gp_device_free_stream(int device, cudaStream_t *out)
+{
+    if (check_index(device) < 0)
+        return -1;
+    if (free_streams[device] == NULL)
+        GP_CUDA_CHECK(cudaStreamCreateWithFlags(&free_streams[device], cudaStreamNonBlocking));
+    *out = free_streams[device];
+    return 0;
+error:
+    return -1;
+}
+
+int
+gp_device_pools_trim(void)
+{
+    for (int d = 0; d < GP_MAX_DEVICES; d++)
+        if (pools[d] != NULL)
+            GP_CUDA_CHECK(cudaMemPoolTrimTo(pools[d], 0));
+    return 0;
+error:
+    return -1;
+}
 
 /* Runs cudaMemGetInfo on `device`, restoring the calling thread's current device. Asking about a
  * device creates its context if it had none (the driver needs one to answer). */

@@ -9,6 +9,7 @@
 #include "array_args.h"
 #include "attention/attention.h"
 #include "core/device.h"
+#include "core/device_memory.h"
 #include "device_array.h"
 #include "core/errors.h"
 #include "core/events.h"
@@ -35,8 +36,6 @@ typedef struct {
     gp_attn_params p;
     int impl;
 } attn_call;
-
-static cudaMemPool_t pools[GP_MAX_DEVICES];
 
 /* Sets `type` with a formatted message; returns -1 for the caller to return. */
 static int
@@ -250,34 +249,6 @@ choose_impl(int requested, const gp_attn_params *p, int *chosen)
 
 /* ---- GPU work ------------------------------------------------------------------------------- */
 
-static int
-get_pool(int device, cudaMemPool_t *out)
-{
-    if (device < 0 || device >= GP_MAX_DEVICES)
-        return fail(gp_GpuProfileError, "device %d: at most %d devices are supported", device,
-                    GP_MAX_DEVICES);
-    if (pools[device] == NULL) {
-        struct cudaMemPoolProps props;
-        memset(&props, 0, sizeof props);
-        props.allocType = cudaMemAllocationTypePinned;
-        props.location.type = cudaMemLocationTypeDevice;
-        props.location.id = device;
-        cudaMemPool_t pool;
-        GP_CUDA_CHECK(cudaMemPoolCreate(&pool, &props));
-        uint64_t keep_all = UINT64_MAX;
-        cudaError_t err = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all);
-        if (err != cudaSuccess) {
-            (void)cudaMemPoolDestroy(pool);
-            GP_CUDA_CHECK(err);
-        }
-        pools[device] = pool;
-    }
-    *out = pools[device];
-    return 0;
-error:
-    return -1;
-}
-
 static cudaError_t
 launch(int impl, const gp_attn_params *p, void *workspace, cudaStream_t stream)
 {
@@ -318,7 +289,7 @@ run_host(attn_call *c)
     const size_t ws = c->impl == IMPL_NAIVE ? gp_attn_naive_workspace_bytes(p) : 0;
     int device = gp_current_device();
     cudaMemPool_t pool;
-    if (device < 0 || get_pool(device, &pool) < 0)
+    if (device < 0 || gp_device_pool(device, &pool) < 0)
         return -1;
     char *base = NULL;
     cudaError_t err = cudaSuccess;
@@ -406,7 +377,7 @@ run_device(attn_call *c)
         return -1;
     if (c->count == 3) {
         const int64_t *shape = c->a[0].shape;
-        c->out = gp_device_array_new(4, shape, c->a[0].dtype, device);
+        c->out = gp_device_array_new_pooled(4, shape, c->a[0].dtype, device, c->stream);
         if (c->out == NULL)
             goto error;
         gp_device_array_describe(c->out, &c->a[3]);
@@ -422,7 +393,7 @@ run_device(attn_call *c)
     if (c->impl == IMPL_NAIVE) {
         const size_t bytes = gp_attn_naive_workspace_bytes(p);
         cudaMemPool_t pool;
-        if (get_pool(device, &pool) < 0)
+        if (gp_device_pool(device, &pool) < 0)
             goto error;
         cudaError_t err = cudaMallocFromPoolAsync(&ws, bytes, pool, c->stream);
         if (err != cudaSuccess) {
@@ -441,6 +412,10 @@ run_device(attn_call *c)
     GP_CUDA_CHECK(err);
     if (gp_device_array_check(c->out) && gp_device_array_set_ready(c->out, c->stream) < 0)
         goto error;
+    for (int i = 0; i < 3; i++)
+        if (gp_device_array_check(c->a[i].owner) &&
+            gp_device_array_note_read(c->a[i].owner, c->stream) < 0)
+            goto error;
     gp_device_guard_exit(&guard);
     return 0;
 error:
@@ -551,12 +526,9 @@ attention_auto_impl(PyObject *module, PyObject *args)
 static PyObject *
 attention_release_workspace(PyObject *module, PyObject *unused)
 {
-    for (int d = 0; d < GP_MAX_DEVICES; d++)
-        if (pools[d] != NULL)
-            GP_CUDA_CHECK(cudaMemPoolTrimTo(pools[d], 0));
+    if (gp_device_pools_trim() < 0)
+        return NULL;
     Py_RETURN_NONE;
-error:
-    return NULL;
 }
 
 static PyMethodDef attention_methods[] = {

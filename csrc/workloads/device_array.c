@@ -1,6 +1,14 @@
-/* The DeviceArray type: owned device memory, exported through CAI v3 and DLPack. */
+/* The DeviceArray type: owned device memory, exported through CAI v3 and DLPack.
+ *
+ * Attention results come from gpuprofile's stream-ordered pool (cudaMallocFromPoolAsync on the
+ * launch stream) and go back to it without synchronizing: at dealloc, gpuprofile's free stream
+ * waits for the last write (`ready`) and the last read by our kernels (`read`), then frees. An
+ * array read on two streams whose reads may overlap, or handed to another framework (DLPack,
+ * __cuda_array_interface__: its later use on any stream is unknown), waits for the whole device
+ * first, as cudaFree always does. Other arrays (to_device, empty) use cudaMalloc/cudaFree. */
 #include "device_array.h"
 #include "core/device.h"
+#include "core/device_memory.h"
 #include "dlpack.h"
 #include "core/errors.h"
 #include "core/streams.h"
@@ -19,6 +27,11 @@ typedef struct {
     size_t nbytes;
     cudaEvent_t ready;    /* recorded after the last write; NULL until then */
     cudaStream_t written; /* the stream of that write, reported by __cuda_array_interface__ */
+    cudaEvent_t read;     /* recorded after the last read by our kernels; NULL until then */
+    cudaStream_t read_on; /* the stream of that read */
+    cudaStream_t free_on; /* pooled: gpuprofile's free stream of the device */
+    char pooled;          /* data comes from gp_device_pool: freed stream-ordered */
+    char sync_free;       /* exported, or read on overlapping streams: free after the device */
 } DeviceArray;
 
 static PyTypeObject *DeviceArrayType;
@@ -54,8 +67,9 @@ gp_device_array_new(int ndim, const int64_t *shape, gp_dtype dtype, int device)
     a->dtype = dtype;
     a->device = device;
     a->nbytes = count * gp_dtype_size(dtype);
-    a->ready = NULL;
-    a->written = (cudaStream_t)0;
+    a->ready = a->read = NULL;
+    a->written = a->read_on = a->free_on = (cudaStream_t)0;
+    a->pooled = a->sync_free = 0;
     /* cudaMalloc of 0 bytes gives NULL, which is fine: nothing reads it. */
     if (a->nbytes > 0)
         GP_CUDA_CHECK(cudaMalloc(&a->data, a->nbytes));
@@ -64,6 +78,67 @@ gp_device_array_new(int ndim, const int64_t *shape, gp_dtype dtype, int device)
 error:
     Py_DECREF(a);
     return NULL;
+}
+
+PyObject *
+gp_device_array_new_pooled(int ndim, const int64_t *shape, gp_dtype dtype, int device,
+                           cudaStream_t stream)
+{
+    PyObject *obj = gp_device_array_new(ndim, shape, dtype, device);
+    DeviceArray *a = (DeviceArray *)obj;
+    if (a == NULL || a->data != NULL || a->nbytes == 0)
+        return obj; /* an empty array holds nothing to pool */
+    cudaMemPool_t pool;
+    if (gp_device_pool(device, &pool) < 0 || gp_device_free_stream(device, &a->free_on) < 0)
+        goto error;
+    a->pooled = 1;
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaMallocFromPoolAsync(&a->data, a->nbytes, pool, stream);
+    Py_END_ALLOW_THREADS
+    if (err != cudaSuccess) {
+        a->data = NULL;
+        if (err == cudaErrorMemoryAllocation)
+            PyErr_Format(PyExc_MemoryError,
+                         "could not allocate %zu bytes of device memory for the result on device "
+                         "%d (cudaMallocFromPoolAsync); gpuprofile.kernels.release_workspace() "
+                         "returns the pool's unused memory",
+                         a->nbytes, device);
+        else
+            gp_set_cuda_error(err, "cudaMallocFromPoolAsync", __FILE__, __LINE__);
+        (void)cudaGetLastError();
+        goto error;
+    }
+    return obj;
+error:
+    Py_DECREF(obj);
+    return NULL;
+}
+
+int
+gp_device_array_note_read(PyObject *obj, cudaStream_t stream)
+{
+    DeviceArray *a = (DeviceArray *)obj;
+    if (!a->pooled)
+        return 0;
+    if (a->read == NULL) {
+        GP_CUDA_CHECK(cudaEventCreateWithFlags(&a->read, cudaEventDisableTiming));
+    } else if (a->read_on != stream && cudaEventQuery(a->read) != cudaSuccess) {
+        /* a read on another stream may still run: one event cannot cover both */
+        (void)cudaGetLastError();
+        a->sync_free = 1;
+    }
+    GP_CUDA_CHECK(cudaEventRecord(a->read, stream));
+    a->read_on = stream;
+    return 0;
+error:
+    return -1;
+}
+
+void
+gp_device_array_note_export(PyObject *obj)
+{
+    ((DeviceArray *)obj)->sync_free = 1;
 }
 
 void
@@ -106,6 +181,21 @@ error:
     return -1;
 }
 
+/* Pooled memory back to the pool once its last write and read are done (the device is current;
+ * GIL released; errors dropped). */
+static void
+free_pooled(DeviceArray *a)
+{
+    cudaStream_t fs = a->free_on;
+    if (!a->sync_free && a->ready != NULL && cudaStreamWaitEvent(fs, a->ready, 0) == cudaSuccess &&
+        (a->read == NULL || cudaStreamWaitEvent(fs, a->read, 0) == cudaSuccess) &&
+        cudaFreeAsync(a->data, fs) == cudaSuccess)
+        return;
+    /* as cudaFree: after everything on the device */
+    (void)cudaDeviceSynchronize();
+    (void)cudaFreeAsync(a->data, (cudaStream_t)0);
+}
+
 static void
 DeviceArray_dealloc(DeviceArray *a)
 {
@@ -118,10 +208,14 @@ DeviceArray_dealloc(DeviceArray *a)
         int previous = -1;
         if (cudaGetDevice(&previous) == cudaSuccess && previous != a->device)
             (void)cudaSetDevice(a->device);
+        if (a->pooled && a->data != NULL)
+            free_pooled(a);
+        else if (a->data != NULL)
+            (void)cudaFree(a->data);
         if (a->ready != NULL)
             (void)cudaEventDestroy(a->ready);
-        if (a->data != NULL)
-            (void)cudaFree(a->data);
+        if (a->read != NULL)
+            (void)cudaEventDestroy(a->read);
         if (previous >= 0 && previous != a->device)
             (void)cudaSetDevice(previous);
         (void)cudaGetLastError();
@@ -194,6 +288,7 @@ get_cai(DeviceArray *a, void *closure)
     PyObject *shape = shape_tuple(a);
     if (shape == NULL)
         return NULL;
+    a->sync_free = 1; /* the consumer's streams are unknown from here on */
     const char *typestr = a->dtype == GP_DTYPE_F32 ? "<f4" : "<f2";
     long long stream = a->ready != NULL ? gp_stream_protocol_value(a->written) : 0;
     PyObject *d = Py_BuildValue("{s:N,s:s,s:(NO),s:O,s:i,s:O}", "shape", shape, "typestr", typestr,
@@ -358,6 +453,7 @@ DeviceArray_dlpack(DeviceArray *a, PyObject *args, PyObject *kwargs)
     export_ctx *ctx = export_new(a);
     if (ctx == NULL)
         return NULL;
+    a->sync_free = 1;
     PyObject *cap = major >= 1
                         ? PyCapsule_New(&ctx->versioned, "dltensor_versioned", capsule_destructor)
                         : PyCapsule_New(&ctx->plain, "dltensor", capsule_destructor);

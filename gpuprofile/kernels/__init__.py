@@ -161,8 +161,8 @@ def empty(shape, dtype: str) -> DeviceArray:
 
 
 def release_workspace() -> None:
-    """Hands the unused memory of the attention scratch pools (the naive score matrix, host
-    staging) back to the driver. The pools otherwise keep it, so that repeated calls do not
+    """Hands the unused memory of the attention pools (the naive score matrix, host staging,
+    freed results) back to the driver. The pools otherwise keep it, so that repeated calls do not
     allocate inside a timed region."""
     _attention_release_workspace()
 
