@@ -15,6 +15,7 @@ clock of gpuprofile.records() (time.monotonic_ns): host_ns = cupti_ns - clock_of
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import warnings
@@ -225,17 +226,10 @@ class Profile:
         return self
 
     def _undo_start(self, collector) -> None:
-        if self.python_stacks:
-            try:
-                _C._pylines_stop()  # nothing to do when it never started
-                _C._pylines_take()
-            except Exception:  # noqa: BLE001 - the start's own error is the one to see
-                pass
-        if collector.running:
-            try:
-                collector.stop(wait=False)
-            except Exception:  # noqa: BLE001
-                pass
+        steps = [_C._pylines_stop, _C._pylines_take] if self.python_stacks else []  # no-ops if off
+        for step in steps + ([lambda: collector.stop(wait=False)] if collector.running else []):
+            with contextlib.suppress(Exception):  # the start's own error is the one to see
+                step()
 
     def stop(self) -> Profile:
         """Waits for the GPU, collects the records and stops tracing. Ctrl-C during the wait

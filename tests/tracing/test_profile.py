@@ -26,8 +26,10 @@ class FakeC:
         self.memory = memory
         self.now = S.T0
 
-    def _activity_acquire(self, mask):
+    def _activity_acquire(self, mask, held=None):
         self.calls.append(("acquire", mask))
+        if held is not None:
+            held.append(mask)
 
     def _activity_release(self, mask):
         self.calls.append(("release", mask))
