@@ -202,6 +202,11 @@ activity_flush(PyObject *module, PyObject *arg)
         return NULL;
     if (!gp_records_registered())
         Py_RETURN_NONE;
+    unsigned long long in_cupti, refused;
+    int kept;
+    gp_records_buffer_stats(&in_cupti, &refused, &kept);
+    if (!any_refs() && in_cupti == 0)
+        Py_RETURN_NONE; /* nothing enabled and no buffer in CUPTI's hands: no record can come */
     if (wait && gp_wait_devices() < 0)
         return NULL;
     CUptiResult res;

@@ -35,8 +35,9 @@ gp_device_array_strides(const DeviceArray *a, int64_t *strides)
     }
 }
 
-PyObject *
-gp_device_array_new(int ndim, const int64_t *shape, gp_dtype dtype, int device)
+/* The object without its memory (data NULL). */
+static DeviceArray *
+array_object(int ndim, const int64_t *shape, gp_dtype dtype, int device)
 {
     size_t count = 1;
     for (int i = 0; i < ndim; i++)
@@ -53,6 +54,15 @@ gp_device_array_new(int ndim, const int64_t *shape, gp_dtype dtype, int device)
     a->ready = a->read = NULL;
     a->written = a->read_on = a->free_on = (cudaStream_t)0;
     a->pooled = a->sync_free = 0;
+    return a;
+}
+
+PyObject *
+gp_device_array_new(int ndim, const int64_t *shape, gp_dtype dtype, int device)
+{
+    DeviceArray *a = array_object(ndim, shape, dtype, device);
+    if (a == NULL)
+        return NULL;
     /* cudaMalloc of 0 bytes gives NULL, which is fine: nothing reads it. */
     if (a->nbytes > 0)
         GP_CUDA_CHECK(cudaMalloc(&a->data, a->nbytes));
@@ -67,10 +77,11 @@ PyObject *
 gp_device_array_new_pooled(int ndim, const int64_t *shape, gp_dtype dtype, int device,
                            cudaStream_t stream)
 {
-    PyObject *obj = gp_device_array_new(ndim, shape, dtype, device);
-    DeviceArray *a = (DeviceArray *)obj;
-    if (a == NULL || a->data != NULL || a->nbytes == 0)
+    DeviceArray *a = array_object(ndim, shape, dtype, device);
+    PyObject *obj = (PyObject *)a;
+    if (a == NULL || a->nbytes == 0)
         return obj; /* an empty array holds nothing to pool */
+    gp_mark_cuda_used();
     cudaMemPool_t pool;
     if (gp_device_pool(device, &pool) < 0 || gp_device_free_stream(device, &a->free_on) < 0)
         goto error;
@@ -80,16 +91,11 @@ gp_device_array_new_pooled(int ndim, const int64_t *shape, gp_dtype dtype, int d
     err = cudaMallocFromPoolAsync(&a->data, a->nbytes, pool, stream);
     Py_END_ALLOW_THREADS
     if (err != cudaSuccess) {
+        char call[96];
+        snprintf(call, sizeof call, "cudaMallocFromPoolAsync(%.3f GiB for the result)",
+                 (double)a->nbytes / (1 << 30));
         a->data = NULL;
-        if (err == cudaErrorMemoryAllocation)
-            PyErr_Format(PyExc_MemoryError,
-                         "could not allocate %zu bytes of device memory for the result on device "
-                         "%d (cudaMallocFromPoolAsync); gpuprofile.kernels.release_workspace() "
-                         "returns the pool's unused memory",
-                         a->nbytes, device);
-        else
-            gp_set_cuda_error(err, "cudaMallocFromPoolAsync", __FILE__, __LINE__);
-        (void)cudaGetLastError();
+        gp_set_cuda_error(err, call, __FILE__, __LINE__);
         goto error;
     }
     return obj;

@@ -494,7 +494,11 @@ def _cupti_source(source, opts: Options):
     timer, note = _bench_cupti.open_timer(opts.clock)
     if timer is None:
         return source, None, note
-    why = timer.learn(source)
+    try:
+        why = timer.learn(source)
+    except BaseException:  # fn raised, or Ctrl-C: _run_gpu never saw the timer to close it
+        timer.close()
+        raise
     if why is None:
         return _bench_cupti.CuptiSource(source, timer), timer, None
     timer.close()

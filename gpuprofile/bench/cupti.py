@@ -58,10 +58,23 @@ class CuptiTimer:
     active consumer too (a gpuprofile.profile() around the benchmark keeps its records)."""
 
     def __init__(self):
+        self.closed = True
         _activity.check_no_other_profiler("benchmark's CUPTI timing")
-        _C._activity_acquire(_MASK)
+        held: list = []
+        try:
+            _C._activity_acquire(_MASK, held)
+        except BaseException:  # a Ctrl-C raised just after the acquire returned: held says so
+            if held:
+                _C._activity_release(_MASK)
+            raise
         self.per_call = 0
         self.closed = False
+
+    def __del__(self):  # a timer dropped unclosed (an exception between open and use)
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - at exit CUPTI may be gone; nothing to tell
+            pass
 
     def take(self) -> tuple:
         """The fn records since the last take (the GPU work is already finished)."""

@@ -86,3 +86,36 @@ def test_cupti_source_passes_a_tainted_batch_through():
     timer = _FakeTimer(1, [(np.array([]), np.array([]))])
     src = _bench_cupti.CuptiSource(_FakeSource(tainted=True), timer)
     assert src.run(3).tainted and src.mismatched == 0
+
+
+@pytest.mark.parametrize("error", [RuntimeError("fn failed"), KeyboardInterrupt()])
+def test_timer_closed_when_learning_raises(monkeypatch, error):
+    """fn raising (or Ctrl-C) while the CUPTI timer learns: the timer's kinds are released."""
+    from gpuprofile.bench import benchmark as bench
+
+    class Timer:
+        closed = False
+
+        def learn(self, source):
+            raise error
+
+        def close(self):
+            self.closed = True
+
+    timer = Timer()
+    monkeypatch.setattr(_bench_cupti, "open_timer", lambda clock: (timer, None))
+    opts = type("Opts", (), {"clock": "auto"})()
+    with pytest.raises(type(error)):
+        bench._cupti_source(object(), opts)
+    assert timer.closed
+
+
+def test_timer_dropped_unclosed_releases_its_kinds(monkeypatch):
+    from gpuprofile import _C
+
+    calls = []
+    monkeypatch.setattr(_C, "_activity_acquire", lambda mask, held=None: held.append(mask))
+    monkeypatch.setattr(_C, "_activity_release", lambda mask: calls.append(mask))
+    monkeypatch.setattr(_bench_cupti._activity, "check_no_other_profiler", lambda what: None)
+    _bench_cupti.CuptiTimer()  # dropped at once
+    assert calls == [_bench_cupti._MASK]
