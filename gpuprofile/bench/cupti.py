@@ -17,6 +17,8 @@ counted; fn whose work varies every time falls back to events before the measure
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from .. import _C
@@ -71,10 +73,8 @@ class CuptiTimer:
         self.closed = False
 
     def __del__(self):  # a timer dropped unclosed (an exception between open and use)
-        try:
+        with contextlib.suppress(Exception):  # at exit CUPTI may be gone; nothing to tell
             self.close()
-        except Exception:  # noqa: BLE001 - at exit CUPTI may be gone; nothing to tell
-            pass
 
     def take(self) -> tuple:
         """The fn records since the last take (the GPU work is already finished)."""
