@@ -10,6 +10,7 @@
 #   tests/kernels/test_harness_kernels_gpu.py  every harness kernel once: spin, empty, probe,
 #                                         copy/ffma/mma/chase workloads, read/L2 flush/gate (through
 #                                         benchmark in each mode), the SM clock probe
+#   tests/kernels/test_attention_pool_gpu.py  pooled results read on other streams
 #   tests/regions/test_regions_gpu.py     regions on events and streams
 #   tests/bench/test_bench_gpu.py         benchmark's own kernels under load
 # Left out: tests that fault on purpose (sticky errors: memcheck would report the fault they
@@ -22,22 +23,26 @@ PYTHON=${PYTHON:-python3}
 SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")}
 OUT=build/compute-sanitizer
 mkdir -p "$OUT"
-MODULES="tests/kernels/test_attention_gpu.py tests/kernels/test_harness_kernels_gpu.py
+MODULES="tests/kernels/test_attention_gpu.py tests/kernels/test_attention_pool_gpu.py
+         tests/kernels/test_harness_kernels_gpu.py
          tests/regions/test_regions_gpu.py tests/bench/test_bench_gpu.py"
 SKIP="sticky or fork or torch or cupy or cupti or ground_truth"
+TOOLS=${TOOLS:-memcheck racecheck synccheck}    # e.g. TOOLS=memcheck
+TOOL_TIMEOUT=${TOOL_TIMEOUT:-0}                 # seconds per tool; 0: no limit
 status=0
-for tool in memcheck racecheck synccheck; do
+for tool in $TOOLS; do
     skip=$SKIP
     [ "$tool" != memcheck ] && skip="$skip or 4097"
     echo "== compute-sanitizer --tool $tool"
     # shellcheck disable=SC2086
-    "$SANITIZER" --tool "$tool" --error-exitcode 86 --target-processes all \
+    timeout "$TOOL_TIMEOUT" "$SANITIZER" --tool "$tool" --error-exitcode 86 --target-processes all \
         --log-file "$OUT/$tool.log" --print-limit 100 \
         "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu $MODULES -k "not ($skip)" "$@"
     rc=$?
     case $rc in
         0) echo "$tool: no errors" ;;
         86) echo "$tool: ERRORS (see $OUT/$tool.log)"; status=1 ;;
+        124) echo "$tool: stopped after TOOL_TIMEOUT=${TOOL_TIMEOUT}s (see $OUT/$tool.log)"; status=1 ;;
         *) echo "$tool: tests failed (exit $rc; see above and $OUT/$tool.log)"; status=1 ;;
     esac
     grep -h "ERROR SUMMARY" "$OUT/$tool.log" || true
