@@ -123,7 +123,8 @@ def test_memory_track(device):
         gp.memory.region_peaks()
         gp.reset()
 
-    check_no_growth(step, n=1000, device=device)
+    # CUPTI's share: the allocation and free of each tracker (measured: exactly 160 B a step)
+    check_no_growth(step, n=1000, device=device, cupti_records=2)
 
 
 def test_metrics(device):

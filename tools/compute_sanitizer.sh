@@ -29,7 +29,11 @@ mkdir -p "$OUT"
 MODULES="tests/kernels/test_attention_gpu.py tests/kernels/test_attention_pool_gpu.py
          tests/kernels/test_harness_kernels_gpu.py
          tests/regions/test_regions_gpu.py tests/bench/test_bench_gpu.py"
-SKIP="sticky or fork or torch or cupy or cupti or ground_truth or reads_requested_time"
+# timing assertions: durations and noise under instrumentation are not the kernels' own
+TIMING="reads_requested_time or times_that_stream or handles_agree or event_clock_still_available
+        or cold_is_slower or graph_mode_on_a_launch_bound or releases_the_gate
+        or timed_without_the_gate"
+SKIP="sticky or fork or torch or cupy or cupti or ground_truth or $(echo $TIMING)"
 TOOLS=${TOOLS:-memcheck racecheck synccheck}    # e.g. TOOLS=memcheck
 TOOL_TIMEOUT=${TOOL_TIMEOUT:-0}                 # seconds per tool; 0: no limit
 status=0
