@@ -201,31 +201,37 @@ def child_paired(n_launch: int, n_ops: int, pairs: int) -> dict:
                 x.add_(1)
 
         torch_loop(100)
-    loops = {"c_loop": lambda: _C._launch_empty(n_launch) / n_launch}
+    # per loop: (wall ns per launch or op, the count); the thread's CPU time is read around it,
+    # which leaves out time this thread was not running (other processes, CUPTI's own thread)
+    loops = {"c_loop": (lambda: _C._launch_empty(n_launch) / n_launch, n_launch)}
     if torch is not None:
-        loops["torch_loop"] = lambda: _timed(lambda: torch_loop(n_ops)) / n_ops
+        loops["torch_loop"] = (lambda: _timed(lambda: torch_loop(n_ops)) / n_ops, n_ops)
     prefixes = excluded_prefixes()
     with gp.profile(memory=False), gp.region("paired"):
-        for name, loop in loops.items():
+        for name, (loop, count) in loops.items():
             # line, stack: the notes; callbacks: the same CUPTI callbacks with a handler that
             # returns at once (CUPTI's own cost); runtime_callbacks: the runtime API's alone
             for mode in ("line", "stack", "callbacks", "runtime_callbacks"):
-                diffs = []
+                diffs, cpu_diffs = [], []
                 for i in range(pairs):
                     order = (False, True) if i % 2 == 0 else (True, False)
-                    got = {}
+                    got, cpu = {}, {}
                     for on in order:
                         if on:
                             _C._pylines_start(mode == "stack", prefixes,
                                               1 if mode == "runtime_callbacks" else 3,
                                               mode in ("line", "stack"))
+                        c0 = time.thread_time_ns()
                         got[on] = loop()
+                        cpu[on] = (time.thread_time_ns() - c0) / count
                         _C._synchronize()
                         if on:
                             _C._pylines_stop()
                             _C._pylines_take()
                     diffs.append(got[True] - got[False])
+                    cpu_diffs.append(cpu[True] - cpu[False])
                 out[f"{name}_{mode}_added_ns"] = statistics.median(diffs)
+                out[f"{name}_{mode}_added_cpu_ns"] = statistics.median(cpu_diffs)
     if torch is not None:
         # What torch.profiler needs to tie a kernel to a Python line: CPU activity (the op events
         # that kernels link to) with stacks, against tracing the CUDA activity alone. (with_stack
