@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -25,6 +27,22 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+FRESH_CHILD = "GPUPROFILE_FRESH_CHILD"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """A test marked `fresh_interpreter` runs in a new interpreter; this one checks its outcome
+    (its fixtures still run here too)."""
+    if pyfuncitem.get_closest_marker("fresh_interpreter") is None or os.environ.get(FRESH_CHILD):
+        return None
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
+                        pyfuncitem.nodeid], cwd=pyfuncitem.config.rootpath, capture_output=True,
+                       text=True, timeout=900, env={**os.environ, FRESH_CHILD: "1"})
+    assert r.returncode == 0, f"in a fresh interpreter:\n{r.stdout[-4000:]}{r.stderr[-2000:]}"
+    return True
 
 
 @pytest.fixture(autouse=True)

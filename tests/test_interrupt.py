@@ -2,27 +2,12 @@
 KeyboardInterrupt reaches the caller and the process stays usable (tests/test_interrupt_gpu.py
 does the same for the device paths)."""
 
-import os
-import signal
-import threading
 import time
 
 import pytest
+from interrupts import interrupted
 
 import gpuprofile as gp
-
-
-def _interrupted(call, delay):
-    timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        call()
-        timer.join()  # finished first: take the late signal here
-        return False
-    except KeyboardInterrupt:
-        return True
-    finally:
-        timer.cancel()
 
 
 def _usable():
@@ -37,7 +22,7 @@ def _usable():
 
 @pytest.mark.parametrize("delay", [0.005, 0.05, 0.2])
 def test_ctrl_c_during_host_benchmark(delay):
-    assert _interrupted(lambda: gp.benchmark(time.sleep, 1e-4, clock="host", max_time=5,
+    assert interrupted(lambda: gp.benchmark(time.sleep, 1e-4, clock="host", max_time=5,
                                              max_noise=1e-9), delay)
     _usable()
 
@@ -50,7 +35,7 @@ def test_ctrl_c_inside_nested_regions(delay):
                 with gp.region("c"):
                     time.sleep(1e-4)
 
-    assert _interrupted(nested, delay)
+    assert interrupted(nested, delay)
     recs = gp.records()
     # every region the interrupt went through says so, and its enclosing ones too
     raised = recs["raised"]

@@ -5,11 +5,8 @@ left open, the counters free, no CUPTI subscription left behind, and the same ca
 The signal is sent to this process by a timer thread after a delay; several delays land in
 different phases (warm-up, batches, passes, buffer flushes)."""
 
-import os
-import signal
-import threading
-
 import pytest
+from interrupts import interrupted
 from leaks import tracing_left_on
 
 import gpuprofile as gp
@@ -17,20 +14,6 @@ from gpuprofile import _C, kernels
 
 pytestmark = pytest.mark.gpu
 DELAYS = [0.005, 0.05, 0.3]
-
-
-def _interrupted(call, delay):
-    """Runs call() with a SIGINT after `delay` s; True if it was interrupted."""
-    timer = threading.Timer(delay, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        call()
-        timer.join()  # finished first: swallow the late signal here
-        return False
-    except KeyboardInterrupt:
-        return True
-    finally:
-        timer.cancel()
 
 
 def _spinning(n=100_000):
@@ -58,13 +41,13 @@ def _usable():
 @pytest.mark.parametrize("delay", DELAYS)
 @pytest.mark.parametrize("clock", ["auto", "gpu"])
 def test_ctrl_c_during_benchmark(delay, clock):
-    _interrupted(lambda: gp.benchmark(_spinning(), clock=clock, max_time=5, max_noise=1e-9), delay)
+    interrupted(lambda: gp.benchmark(_spinning(), clock=clock, max_time=5, max_noise=1e-9), delay)
     _usable()
 
 
 @pytest.mark.parametrize("delay", DELAYS)
 def test_ctrl_c_during_metrics(delay):
-    _interrupted(lambda: gp.metrics(_spinning(1_000_000), metrics="sol"), delay)
+    interrupted(lambda: gp.metrics(_spinning(1_000_000), metrics="sol"), delay)
     _usable()
     assert gp.metrics(_spinning(10_000), metrics="gpu__time_duration.sum") is not None
 
@@ -76,7 +59,7 @@ def test_ctrl_c_during_profile(delay):
             for _ in range(100_000):
                 kernels.spin(10_000)
 
-    _interrupted(traced, delay)
+    interrupted(traced, delay)
     _usable()
 
 
@@ -89,6 +72,6 @@ def test_ctrl_c_while_reading_results(delay):
                 kernels.spin(20_000_000)
         gp.records()
 
-    _interrupted(read, delay)
+    interrupted(read, delay)
     _C._bench_stream_synchronize(0)
     _usable()

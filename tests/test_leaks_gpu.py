@@ -4,15 +4,10 @@ many times. Beyond tests/leaks.py's host measures, device memory in use (cudaMem
 not grow over the second window. The heavy calls (a profile starts and stops CUPTI tracing, a
 metrics() call replays fn once per pass) run fewer times, as noted.
 
-Each test runs in a fresh interpreter (the `device` fixture starts it and checks its outcome;
-the test body then returns at once in this one). CUPTI grows the C heap by 80 bytes per kernel
-while the kernel kind is on, in its own code (measured with a bare ctypes client and none of
-ours, docs/benchmarks.md), and earlier tests of a suite turn CUPTI on: run after them, a
-measurement would count CUPTI's state, not gpuprofile's."""
-
-import os
-import subprocess
-import sys
+Each test runs in a fresh interpreter (marker `fresh_interpreter`, tests/conftest.py). CUPTI
+grows the C heap by 80 bytes per record it delivers while a kind is on, in its own code
+(measured with a bare ctypes client and none of ours, docs/benchmarks.md), and earlier tests of
+a suite turn CUPTI on: run after them, a measurement would count CUPTI's state, not ours."""
 
 import numpy as np
 import pytest
@@ -21,29 +16,17 @@ from leaks import check_no_growth, tracing_left_on
 import gpuprofile as gp
 from gpuprofile import _C, kernels
 
-pytestmark = [pytest.mark.gpu, pytest.mark.leak]
-
-
-_CHILD = "GPUPROFILE_LEAK_CHILD"
+pytestmark = [pytest.mark.gpu, pytest.mark.leak, pytest.mark.fresh_interpreter]
 
 
 @pytest.fixture
-def device(request):
-    """The device index in the fresh interpreter; None in the parent, once the child passed."""
-    if os.environ.get(_CHILD):
-        # a consumer left collecting by an earlier call would grow with every call measured here
-        assert not tracing_left_on(), "an earlier call left tracing on"
-        return _C._current_device()
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                        request.node.nodeid], cwd=request.config.rootpath, capture_output=True,
-                       text=True, timeout=900, env={**os.environ, _CHILD: "1"})
-    assert r.returncode == 0, f"in a fresh interpreter:\n{r.stdout[-4000:]}{r.stderr[-2000:]}"
-    return None
+def device():
+    # a consumer left collecting by an earlier call would grow with every call measured here
+    assert not tracing_left_on(), "an earlier call left tracing on"
+    return _C._current_device()
 
 
 def test_regions_on_cuda_events(device):
-    if device is None:
-        return
     stream = _C._bench_stream_create()
     try:
         def step():
@@ -60,8 +43,6 @@ def test_regions_on_cuda_events(device):
 def test_attention_device_array_results(device):
     """10k calls, each returning new DeviceArrays from the pool that are dropped: one freed
     stream-ordered, one exported first (freed after the device)."""
-    if device is None:
-        return
     rng = np.random.default_rng(0)
     q = kernels.to_device(rng.standard_normal((1, 2, 64, 64)).astype(np.float32))
 
@@ -76,8 +57,6 @@ def test_attention_device_array_results(device):
 
 def test_attention_host_arrays(device):
     """Host arrays are staged through the pool: 2000 calls (each synchronizes)."""
-    if device is None:
-        return
     a = np.random.default_rng(0).standard_normal((1, 2, 64, 64)).astype(np.float32)
     out = np.empty_like(a)
     check_no_growth(lambda: kernels.attention(a, a, a, out=out), n=2000, inputs=[a, out], device=device)
@@ -85,8 +64,6 @@ def test_attention_host_arrays(device):
 
 def test_gpu_benchmark(device):
     """A GPU-clock benchmark with L2 flushes takes a few ms: 300 calls."""
-    if device is None:
-        return
     check_no_growth(lambda: gp.benchmark(kernels.spin, 2_000, clock="gpu", warmup=0, min_time=0,
                                          max_time=1, min_iters=5, max_iters=5),
                     n=300, device=device)
@@ -94,8 +71,6 @@ def test_gpu_benchmark(device):
 
 def test_profile(device, tmp_path):
     """Each profile starts and stops CUPTI tracing: 300 profiles."""
-    if device is None:
-        return
     path = tmp_path / "t.json"
 
     def step():
@@ -111,8 +86,6 @@ def test_profile(device, tmp_path):
 
 
 def test_memory_track(device):
-    if device is None:
-        return
     def step():
         with gp.memory.track() as t:
             buf = kernels.DeviceBuffer(1 << 20)
@@ -129,8 +102,6 @@ def test_memory_track(device):
 
 def test_metrics(device):
     """A metrics() call replays fn once per pass: 100 calls of a one-pass set."""
-    if device is None:
-        return
     def step():
         m = gp.metrics(kernels.spin, 2_000, metrics="gpu__time_duration.sum")
         m.to_dict()
