@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make compute-sanitizer` (needs a GPU): run the GPU test modules that launch our kernels under
 # compute-sanitizer's memcheck, racecheck and synccheck. Exit status 0 only if no tool reported
-# an error and every test passed. Logs: build/compute-sanitizer/<tool>.log; extra arguments go
+# an error and every test passed. Logs: build/compute-sanitizer/<tool>[.<shard>].log (SHARDS=n splits
+# the tests over n sanitizer processes run at once: racecheck is slow); extra arguments go
 # to pytest (e.g. -x).
 #
 # What runs, and what is left out:
@@ -36,23 +37,51 @@ TIMING="reads_requested_time or times_that_stream or handles_agree or event_cloc
 SKIP="sticky or fork or torch or cupy or cupti or ground_truth or $(echo $TIMING)"
 TOOLS=${TOOLS:-memcheck racecheck synccheck}    # e.g. TOOLS=memcheck
 TOOL_TIMEOUT=${TOOL_TIMEOUT:-0}                 # seconds per tool; 0: no limit
+SHARDS=${SHARDS:-1}     # tests split round-robin over this many sanitizer processes run at once
+
+# run_one TOOL LOG pytest-args...: one compute-sanitizer process; prints its exit status meaning
+run_one() {
+    local tool=$1 log=$2; shift 2
+    timeout "$TOOL_TIMEOUT" "$SANITIZER" --tool "$tool" --error-exitcode 86 --target-processes all \
+        --report-api-errors no --log-file "$log" --print-limit 100 \
+        "$PYTHON" -m pytest -q -p no:cacheprovider "$@"
+}
+
 status=0
 for tool in $TOOLS; do
     skip=$SKIP
     [ "$tool" != memcheck ] && skip="$skip or 4097"
-    echo "== compute-sanitizer --tool $tool"
+    echo "== compute-sanitizer --tool $tool ($SHARDS process(es))"
     # shellcheck disable=SC2086
-    timeout "$TOOL_TIMEOUT" "$SANITIZER" --tool "$tool" --error-exitcode 86 --target-processes all \
-        --report-api-errors no \
-        --log-file "$OUT/$tool.log" --print-limit 100 \
-        "$PYTHON" -m pytest -q -p no:cacheprovider -m gpu $MODULES -k "not ($skip)" "$@"
-    rc=$?
-    case $rc in
-        0) echo "$tool: no errors" ;;
-        86) echo "$tool: ERRORS (see $OUT/$tool.log)"; status=1 ;;
-        124) echo "$tool: stopped after TOOL_TIMEOUT=${TOOL_TIMEOUT}s (see $OUT/$tool.log)"; status=1 ;;
-        *) echo "$tool: tests failed (exit $rc; see above and $OUT/$tool.log)"; status=1 ;;
-    esac
-    grep -h "ERROR SUMMARY" "$OUT/$tool.log" || true
+    select=(-m gpu $MODULES -k "not ($skip)")
+    if [ "$SHARDS" -le 1 ]; then
+        run_one "$tool" "$OUT/$tool.log" "${select[@]}" "$@"
+        codes=($?)
+        logs=("$OUT/$tool.log")
+    else
+        # node ids, then shard k takes every SHARDS-th one starting at k
+        "$PYTHON" -m pytest -q -p no:cacheprovider --collect-only "${select[@]}" "$@" \
+            | grep '::' > "$OUT/$tool.ids"
+        pids=(); logs=()
+        for ((k = 0; k < SHARDS; k++)); do
+            awk -v n="$SHARDS" -v k="$k" 'NR % n == k' "$OUT/$tool.ids" > "$OUT/$tool.$k.ids"
+            mapfile -t ids < "$OUT/$tool.$k.ids"
+            [ ${#ids[@]} -eq 0 ] && continue
+            run_one "$tool" "$OUT/$tool.$k.log" "${ids[@]}" "$@" > "$OUT/$tool.$k.out" 2>&1 &
+            pids+=($!); logs+=("$OUT/$tool.$k.log")
+        done
+        codes=()
+        for pid in "${pids[@]}"; do wait "$pid"; codes+=($?); done
+        for ((k = 0; k < SHARDS; k++)); do tail -n 3 "$OUT/$tool.$k.out" 2>/dev/null; done
+    fi
+    for rc in "${codes[@]}"; do
+        case $rc in
+            0) echo "$tool: no errors" ;;
+            86) echo "$tool: ERRORS (see $OUT/$tool*.log)"; status=1 ;;
+            124) echo "$tool: stopped after TOOL_TIMEOUT=${TOOL_TIMEOUT}s (see $OUT/$tool*.log)"; status=1 ;;
+            *) echo "$tool: tests failed (exit $rc; see above and $OUT/$tool*.log)"; status=1 ;;
+        esac
+    done
+    grep -sh "ERROR SUMMARY\|RACECHECK SUMMARY" "${logs[@]}" || true
 done
 exit $status
