@@ -3,6 +3,9 @@
 CUDA is found from CUDA_HOME (or CUDA_PATH), else /usr/local/cuda. The GPU architectures come from
 GPUPROFILE_CUDA_ARCHS ("80;90" by default: sm_80 and sm_90 machine code plus compute_90 PTX). No GPU
 is needed to build. The CUDA runtime is linked statically; CUPTI is loaded at run time (dlopen).
+Kernels that use architecture-specific instructions (ARCH_SPECIFIC: wgmma, TMA and setmaxnreg exist
+only on sm_90a) are compiled for that "a" target where its architecture is listed, without PTX, and
+for the other listed ones as they are (their code there is a stub the launcher never reaches).
 """
 
 import os
@@ -40,16 +43,23 @@ def cuda_lib_dir(home):
     sys.exit(f"gpuprofile: libcudart_static.a not found under {home}")
 
 
-def gencode_flags():
+# Sources whose device code needs an architecture-specific target: path -> the architecture.
+ARCH_SPECIFIC = {os.path.join("kernels", "attention", "attention_flash_wgmma.cu"): "90"}
+
+
+def gencode_flags(specific=None):
     archs = os.environ.get("GPUPROFILE_CUDA_ARCHS", "80;90").replace(",", ";")
     archs = [a.strip() for a in archs.split(";") if a.strip()]
     if not archs or not all(a.rstrip("a").isdigit() for a in archs):
         sys.exit(f"gpuprofile: GPUPROFILE_CUDA_ARCHS must list compute capabilities like '80;90', got {archs!r}")
     flags = []
     for arch in archs:
+        if arch.rstrip("a") == specific:
+            arch = specific + "a"
         flags += [f"-gencode=arch=compute_{arch},code=sm_{arch}"]
-    newest = max(archs, key=lambda a: int(a.rstrip("a")))
-    flags += [f"-gencode=arch=compute_{newest},code=compute_{newest}"]
+    if specific is None:
+        newest = max(archs, key=lambda a: int(a.rstrip("a")))
+        flags += [f"-gencode=arch=compute_{newest},code=compute_{newest}"]
     return flags
 
 
@@ -72,7 +82,7 @@ class BuildExt(build_ext):
         os.makedirs(out_dir, exist_ok=True)
         extra = shlex.split(os.environ.get("GPUPROFILE_NVCC_FLAGS", ""))
         flags = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC,-fvisibility=hidden"]
-        flags += ["--expt-relaxed-constexpr", "-Ikernels", *gencode_flags(), *extra]
+        flags += ["--expt-relaxed-constexpr", "-Ikernels", *extra]
         if os.environ.get("CUDAHOSTCXX"):
             flags += ["-ccbin", os.environ["CUDAHOSTCXX"]]
         sources = sorted(glob(os.path.join("kernels", "**", "*.cu"), recursive=True))
@@ -83,7 +93,7 @@ class BuildExt(build_ext):
             objects.append(obj)
             deps = [src, *headers]
             if self.force or not os.path.exists(obj) or max(map(os.path.getmtime, deps)) > os.path.getmtime(obj):
-                jobs.append([nvcc, *flags, "-c", src, "-o", obj])
+                jobs.append([nvcc, *flags, *gencode_flags(ARCH_SPECIFIC.get(src)), "-c", src, "-o", obj])
 
         def run(cmd):
             print(" ".join(cmd), flush=True)

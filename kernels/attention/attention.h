@@ -7,6 +7,7 @@
  *   attention_naive.cu     three kernels, the N×N score matrix materialized in fp32 (memory-bound)
  *   attention_flash.cu     fused online softmax on CUDA cores, fp32 arithmetic
  *   attention_flash_tc.cu  fused, fp16/bf16 on tensor cores (mma.sync), fp32 accumulation
+ *   attention_flash_wgmma.cu  fused, sm_90a only: TMA, wgmma, warp specialization (experimental)
  * The *_supports functions say which shapes a launcher takes, so callers validate before any GPU
  * work; a launcher given an unsupported shape returns cudaErrorInvalidValue. */
 #ifndef GP_KERNELS_ATTENTION_H
@@ -39,7 +40,8 @@ typedef struct {
     gp_attn_dtype dtype;
     /* 0 the default; alternatives kept for tuning on the device (kernels/attention/NOTES.md):
      * flash_tc 1..GP_ATTN_MAX_VARIANT (tile shapes, pipeline depth, lazy rescale), flash 1
-     * (prefetching loads; other values run the default); naive ignores it. */
+     * (prefetching loads; other values run the default), flash_wgmma 1 (the two products in
+     * sequence instead of overlapped; other values run the default); naive ignores it. */
     int variant;
 } gp_attn_params;
 
@@ -76,6 +78,13 @@ cudaError_t gp_attn_flash(const gp_attn_params *p, cudaStream_t stream);
 /* flash_tc: fp16/bf16, head_dim 64 or 128, rows aligned to 16 bytes. Needs sm_80 or newer. */
 int gp_attn_flash_tc_supports(const gp_attn_params *p);
 cudaError_t gp_attn_flash_tc(const gp_attn_params *p, cudaStream_t stream);
+
+/* flash_wgmma (experimental, explicit only): fp16/bf16, head_dim 64 or 128, rows aligned to 16
+ * bytes, non-negative strides. _supports checks the shape only; the launcher also needs an sm_90
+ * device and sm_90a code in the build (GPUPROFILE_CUDA_ARCHS listing 90) and returns
+ * cudaErrorNotSupported without them, or for a shape it does not take. */
+int gp_attn_flash_wgmma_supports(const gp_attn_params *p);
+cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

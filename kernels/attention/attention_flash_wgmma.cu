@@ -1,0 +1,494 @@
+// Flash attention for Hopper (sm_90a): TMA loads, warpgroup MMA (wgmma), warp specialization.
+// fp16/bf16 inputs, head_dim 64 or 128, fp32 accumulation; EXPERIMENTAL and not yet run on a GPU
+// (kernels/attention/NOTES.md, "flash_wgmma").
+//
+// Versions:
+//   v1  A block of three warpgroups owns BM = 128 query rows of one (batch, head):
+//       - warpgroup 0, the producer, gives most of its registers back (setmaxnreg) and one thread
+//         issues every load: the Q tile once, then K and V tiles of BN = 128 keys with TMA
+//         (cp.async.bulk.tensor, 128-byte swizzle, tensor maps built on the host) into a ring of
+//         STAGES buffers (4 at head_dim 64, 2 at 128). K and V have their own full/empty mbarrier
+//         pairs per stage, so a K buffer is refilled as soon as S = Q·Kᵀ has read it.
+//       - warpgroups 1 and 2, the consumers, take 64 query rows each: S = Q·Kᵀ as wgmma
+//         m64n128k16 with both operands in shared memory, the online softmax on the fp32
+//         accumulators in registers (row max over the quad of threads that share a row, exp2
+//         with the scale folded into one FFMA), P converted in registers to the A operand of
+//         O += P·V, a wgmma m64nDk16 whose B (V, N-major) comes from shared memory.
+//       Variant 0 overlaps the two products within a consumer: S for tile j is issued before
+//       P·V of tile j-1, and the softmax of tile j runs while P·V still runs; O is rescaled only
+//       after it finished. Variant 1 runs S, softmax, P·V in sequence (simpler; a check of
+//       variant 0's ordering).
+//       Ragged sequences: TMA zero-fills rows past the end (also of the Q tile); their scores are
+//       set to -inf, and their output rows are not stored. Causal: heaviest query tiles first,
+//       no key tile past the block's last row is loaded; tiles crossing the diagonal are masked.
+//       With BM = BN and tiles aligned to them, every row sees at least one key of every tile it
+//       computes, so no row's running max is ever -inf after its first tile.
+//       O leaves from registers: each thread stores pairs of adjacent outputs (4 bytes).
+#include "attention_sm90.cuh"
+
+#include <string.h>
+
+namespace gp_attn {
+namespace {
+
+constexpr int kConsumers = 2; // consumer warpgroups
+constexpr int kThreads = 128 * (kConsumers + 1);
+constexpr int kBM = 64 * kConsumers; // query rows per block
+constexpr int kBN = 128;             // keys per tile
+constexpr int kBlockCols = 64;       // 16-bit elements per 128-byte swizzle row
+
+// Shared memory, from a 1024-byte aligned base: Q (BM×D), STAGES K tiles, STAGES V tiles (BN×D
+// each, as D/64 column blocks), then the mbarriers.
+template <int D> struct Layout {
+    static constexpr int STAGES = D == 64 ? 4 : 2;
+    static constexpr uint32_t Q_BYTES = kBM * D * 2, KV_BYTES = kBN * D * 2;
+    static constexpr uint32_t K_OFF = Q_BYTES, V_OFF = K_OFF + STAGES * KV_BYTES;
+    static constexpr uint32_t BAR_OFF = V_OFF + STAGES * KV_BYTES;
+    static constexpr int BARS = 1 + 4 * STAGES; // Q full; K full, K empty, V full, V empty
+    static constexpr size_t SMEM = BAR_OFF + BARS * 8 + 1024; // + room to align the base
+};
+
+struct Args {
+    CUtensorMap q, k, v; // 4-D maps (head_dim, seq, heads, batch); boxes of 64 × BM or BN rows
+    gp_attn_params p;
+};
+
+#if GP_SM90A
+
+using namespace sm90;
+
+// setmaxnreg: the block is launched at 168 registers a thread (384 threads, 1 block per SM); the
+// producer warpgroup keeps 24 and the consumers take 240: 24·128 + 2·240·128 = 168·384.
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;
+
+struct Barriers {
+    uint64_t *q, *k_full, *k_empty, *v_full, *v_empty;
+    template <int STAGES> static __device__ Barriers at(uint64_t *base)
+    {
+        return Barriers{base, base + 1, base + 1 + STAGES, base + 1 + 2 * STAGES,
+                        base + 1 + 3 * STAGES};
+    }
+};
+
+// The producer thread: the Q tile, then K and V tile j into stage j % STAGES once the consumers
+// released tile j - STAGES from it. TMA boxes are 64 columns wide (the swizzle's span), so a tile
+// of D columns takes D/64 loads into consecutive column blocks.
+template <int D>
+__device__ void
+produce(const Args &a, uint8_t *smem, const Barriers &bar, int m0, int n_tiles)
+{
+    using L = Layout<D>;
+    const int b = blockIdx.z, h = blockIdx.y;
+    mbar_arrive_expect_tx(bar.q, L::Q_BYTES);
+#pragma unroll
+    for (int c = 0; c < D / kBlockCols; c++)
+        tma_load_4d(smem + c * kBM * 128, &a.q, bar.q, c * kBlockCols, m0, h, b);
+    for (int j = 0; j < n_tiles; j++) {
+        const int s = j % L::STAGES;
+        const uint32_t reuse = (uint32_t)(j / L::STAGES - 1) & 1; // parity of the release
+        uint8_t *k = smem + L::K_OFF + s * L::KV_BYTES, *v = smem + L::V_OFF + s * L::KV_BYTES;
+        if (j >= L::STAGES)
+            mbar_wait(&bar.k_empty[s], reuse);
+        mbar_arrive_expect_tx(&bar.k_full[s], L::KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < D / kBlockCols; c++)
+            tma_load_4d(k + c * kBN * 128, &a.k, &bar.k_full[s], c * kBlockCols, j * kBN, h, b);
+        if (j >= L::STAGES)
+            mbar_wait(&bar.v_empty[s], reuse);
+        mbar_arrive_expect_tx(&bar.v_full[s], L::KV_BYTES);
+#pragma unroll
+        for (int c = 0; c < D / kBlockCols; c++)
+            tma_load_4d(v + c * kBN * 128, &a.v, &bar.v_full[s], c * kBlockCols, j * kBN, h, b);
+    }
+}
+
+__device__ __forceinline__ float
+ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// Per consumer thread (accumulator layout of wgmma, as mma.sync's per 8 columns): element
+// 4·i + e of an m64nN accumulator is row 16·warp + lane/4 + 8·(e/2), column 8·i + 2·(lane%4) +
+// e%2 of the warpgroup's 64 rows.
+template <typename T, int D> struct Consumer {
+    static constexpr int NS = kBN / 2, NO = D / 2; // accumulator registers of S and O
+    float s[NS], o[NO];
+    uint32_t pa[kBN / 16][4]; // P as wgmma A fragments, one 16-key slice each
+    float m[2], l[2];         // running max (raw scores) and this thread's share of the sum
+
+    // S = Q·Kᵀ for this warpgroup's 64 rows, issued and committed (not waited for).
+    __device__ __forceinline__ void issue_qk(uint32_t q, uint32_t k)
+    {
+        pin(s);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            const uint32_t off = (kk % 4) * 32; // 16 elements further within the 128-byte row
+            const uint64_t da = desc_sw128(q + (kk / 4) * (kBM * 128) + off, 16, 1024);
+            const uint64_t db = desc_sw128(k + (kk / 4) * (kBN * 128) + off, 16, 1024);
+            Wgmma<T, kBN>::ss(s, da, db, kk > 0);
+        }
+        wgmma_commit();
+        pin(s);
+    }
+
+    // O += P·V, issued and committed. V's 16-key slice kk starts 16 rows (2048 bytes) further.
+    __device__ __forceinline__ void issue_pv(uint32_t v)
+    {
+        pin(o);
+        pin(pa);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; kk++)
+            Wgmma<T, D>::rs(o, pa[kk], desc_sw128(v + kk * 16 * 128, kBN * 128, 1024), 1);
+        wgmma_commit();
+        pin(o);
+        pin(pa);
+    }
+
+    // -inf for keys at or past n and (causal) keys after the row. r0: this thread's first row.
+    __device__ __forceinline__ void mask(int r0, int col0, int n, bool causal)
+    {
+#pragma unroll
+        for (int i = 0; i < kBN / 8; i++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int row = r0 + 8 * (e >> 1), col = col0 + 8 * i + (e & 1);
+                if (col >= n || (causal && col > row))
+                    s[4 * i + e] = -CUDART_INF_F;
+            }
+    }
+
+    // S becomes P = 2^(s·sl2 - max·sl2) against the updated running max; alpha: the factor by
+    // which O and l must shrink (the old max against the new); sum: this thread's part of the
+    // tile's row sums. A row whose max is still -inf keeps a zero base (no -inf - -inf).
+    __device__ __forceinline__ void softmax(float sl2, float alpha[2], float sum[2])
+    {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            float mx = m[half];
+#pragma unroll
+            for (int i = 0; i < kBN / 8; i++)
+                mx = fmaxf(mx, fmaxf(s[4 * i + 2 * half], s[4 * i + 2 * half + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float base = mx == -CUDART_INF_F ? 0.0f : mx * sl2;
+            alpha[half] = ex2(m[half] * sl2 - base);
+            m[half] = mx;
+            float acc = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kBN / 8; i++)
+#pragma unroll
+                for (int e = 2 * half; e < 2 * half + 2; e++) {
+                    const float x = ex2(fmaf(s[4 * i + e], sl2, -base));
+                    s[4 * i + e] = x;
+                    acc += x;
+                }
+            sum[half] = acc;
+        }
+    }
+
+    __device__ __forceinline__ void rescale(const float alpha[2], const float sum[2])
+    {
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            l[half] = l[half] * alpha[half] + sum[half];
+#pragma unroll
+            for (int i = 0; i < D / 8; i++) {
+                o[4 * i + 2 * half] *= alpha[half];
+                o[4 * i + 2 * half + 1] *= alpha[half];
+            }
+        }
+    }
+
+    // P in the input type, as A fragments: slice kk holds keys 16·kk .. 16·kk + 15, i.e. the
+    // accumulator elements 8·kk .. 8·kk + 7 (two 8-column groups).
+    __device__ __forceinline__ void to_a()
+    {
+#pragma unroll
+        for (int kk = 0; kk < kBN / 16; kk++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                pa[kk][r] = tc::Mma<T>::pack(s[8 * kk + 2 * r], s[8 * kk + 2 * r + 1]);
+    }
+
+    // O / l, rounded to T, for the rows that exist.
+    __device__ __forceinline__ void store(const gp_attn_params &p, int r0, int lane)
+    {
+        const Slice<T> out = slice<T>(p.o, p.o_stride, blockIdx.z, blockIdx.y);
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            float sum = l[half];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const float inv = 1.0f / sum;
+            const int row = r0 + 8 * half;
+            if (row >= p.seq)
+                continue;
+            T *dst = out.row(row) + 2 * (lane & 3);
+#pragma unroll
+            for (int i = 0; i < D / 8; i++) {
+                const uint32_t pair =
+                    tc::Mma<T>::pack(o[4 * i + 2 * half] * inv, o[4 * i + 2 * half + 1] * inv);
+                *reinterpret_cast<uint32_t *>(dst + 8 * i) = pair;
+            }
+        }
+    }
+};
+
+template <typename T, int D, bool OVERLAP>
+__device__ void
+consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int n_tiles, int cw)
+{
+    using L = Layout<D>;
+    const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
+    const int row_lo = m0 + 64 * cw;                 // this warpgroup's first row
+    const int r0 = row_lo + 16 * warp + (lane >> 2); // this thread's first row (+8: second)
+    const int n = p.seq;
+    const bool causal = p.causal != 0;
+    const float sl2 = p.scale * kLog2e;
+    const uint32_t q = smem_u32(smem) + cw * 64 * 128; // its 64 rows in each Q column block
+    const uint32_t k0 = smem_u32(smem) + L::K_OFF, v0 = smem_u32(smem) + L::V_OFF;
+
+    Consumer<T, D> c;
+#pragma unroll
+    for (int i = 0; i < Consumer<T, D>::NO; i++)
+        c.o[i] = 0.0f;
+    c.m[0] = c.m[1] = -CUDART_INF_F;
+    c.l[0] = c.l[1] = 0.0f;
+    float alpha[2], sum[2];
+    // Tile j's scores, masked where it crosses the end of the sequence or the diagonal.
+    auto scores_ready = [&](int j) {
+        const int col0 = j * kBN;
+        if (col0 + kBN > n || (causal && col0 + kBN - 1 > row_lo))
+            c.mask(r0, col0 + 2 * (lane & 3), n, causal);
+        c.softmax(sl2, alpha, sum);
+    };
+    auto parity = [](int j) { return (uint32_t)(j / L::STAGES) & 1; };
+
+    mbar_wait(bar.q, 0);
+    if constexpr (OVERLAP) {
+        mbar_wait(&bar.k_full[0], 0);
+        c.issue_qk(q, k0);
+        wgmma_wait<0>();
+        pin(c.s);
+        mbar_arrive(&bar.k_empty[0]);
+        scores_ready(0);
+        c.rescale(alpha, sum);
+        c.to_a();
+        for (int j = 1; j < n_tiles; j++) {
+            const int s = j % L::STAGES, sp = (j - 1) % L::STAGES;
+            mbar_wait(&bar.k_full[s], parity(j));
+            c.issue_qk(q, k0 + s * L::KV_BYTES);
+            mbar_wait(&bar.v_full[sp], parity(j - 1));
+            c.issue_pv(v0 + sp * L::KV_BYTES);
+            wgmma_wait<1>(); // S of tile j; P·V of tile j-1 may still run
+            pin(c.s);
+            mbar_arrive(&bar.k_empty[s]);
+            scores_ready(j);
+            wgmma_wait<0>();
+            pin(c.o);
+            pin(c.pa);
+            mbar_arrive(&bar.v_empty[sp]);
+            c.rescale(alpha, sum);
+            c.to_a();
+        }
+        const int sl = (n_tiles - 1) % L::STAGES;
+        mbar_wait(&bar.v_full[sl], parity(n_tiles - 1));
+        c.issue_pv(v0 + sl * L::KV_BYTES);
+        wgmma_wait<0>();
+        pin(c.o);
+    } else {
+        for (int j = 0; j < n_tiles; j++) {
+            const int s = j % L::STAGES;
+            mbar_wait(&bar.k_full[s], parity(j));
+            c.issue_qk(q, k0 + s * L::KV_BYTES);
+            wgmma_wait<0>();
+            pin(c.s);
+            mbar_arrive(&bar.k_empty[s]);
+            scores_ready(j);
+            c.rescale(alpha, sum);
+            c.to_a();
+            mbar_wait(&bar.v_full[s], parity(j));
+            c.issue_pv(v0 + s * L::KV_BYTES);
+            wgmma_wait<0>();
+            pin(c.o);
+            mbar_arrive(&bar.v_empty[s]);
+        }
+    }
+    c.store(p, r0, lane);
+}
+
+#endif // GP_SM90A
+
+template <typename T, int D, bool OVERLAP>
+__global__ void
+__launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_constant__ Args a)
+{
+#if GP_SM90A
+    using L = Layout<D>;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    const Barriers bar = Barriers::at<L::STAGES>(reinterpret_cast<uint64_t *>(smem + L::BAR_OFF));
+    const gp_attn_params &p = a.p;
+    // Causal blocks differ in work; the heaviest (last query rows) start first.
+    const int m0 = (p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
+    const int kv_end = p.causal ? min(p.seq, m0 + kBM) : p.seq;
+    const int n_tiles = (kv_end + kBN - 1) / kBN;
+    const int wg = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) {
+        tma_prefetch_map(&a.q);
+        tma_prefetch_map(&a.k);
+        tma_prefetch_map(&a.v);
+        mbar_init(bar.q, 1);
+        for (int s = 0; s < L::STAGES; s++) {
+            mbar_init(&bar.k_full[s], 1);
+            mbar_init(&bar.v_full[s], 1);
+            mbar_init(&bar.k_empty[s], 128 * kConsumers); // every consumer thread arrives
+            mbar_init(&bar.v_empty[s], 128 * kConsumers);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads(); // the last block-wide barrier: the producer's other warps leave below
+
+    if (wg == 0) {
+        regs_release<kProducerRegs>();
+        if (threadIdx.x == 0)
+            produce<D>(a, smem, bar, m0, n_tiles);
+        return;
+    }
+    regs_claim<kConsumerRegs>();
+    consume<T, D, OVERLAP>(p, smem, bar, m0, n_tiles, wg - 1);
+#else
+    __trap(); // built without sm_90a code; the launcher never gets here (it checks the binary)
+#endif
+}
+
+// ---- host ------------------------------------------------------------------------------------
+
+typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// cuTensorMapEncodeTiled through the runtime, so that the extension never links libcuda.
+EncodeTiled
+encoder()
+{
+    static const EncodeTiled fn = [] {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult status;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &status) != cudaSuccess ||
+            status != cudaDriverEntryPointSuccess) {
+            (void)cudaGetLastError();
+            return (EncodeTiled) nullptr;
+        }
+        return (EncodeTiled)f;
+    }();
+    return fn;
+}
+
+// A tensor [batch, heads, seq, head_dim] as a 4-D map, innermost first; boxes of 64 columns ×
+// `rows` rows of one (batch, head), swizzled by 128 bytes; out-of-range elements read as zero.
+bool
+encode(CUtensorMap *map, const void *ptr, const int64_t stride[3], const gp_attn_params &p,
+       int rows)
+{
+    const EncodeTiled fn = encoder();
+    if (fn == nullptr)
+        return false;
+    const cuuint64_t dims[4] = {(cuuint64_t)p.head_dim, (cuuint64_t)p.seq, (cuuint64_t)p.heads,
+                                (cuuint64_t)p.batch};
+    const cuuint64_t strides[3] = {(cuuint64_t)stride[2] * 2, (cuuint64_t)stride[1] * 2,
+                                   (cuuint64_t)stride[0] * 2};
+    const cuuint32_t box[4] = {(cuuint32_t)kBlockCols, (cuuint32_t)rows, 1, 1};
+    const cuuint32_t unit[4] = {1, 1, 1, 1};
+    const CUtensorMapDataType type =
+        p.dtype == GP_ATTN_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    return fn(map, type, 4, const_cast<void *>(ptr), dims, strides, box, unit,
+              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// An sm_90 device (wgmma and TMA as compiled here exist on 9.0 only) and sm_90a code in this
+// build for the kernel.
+template <typename Kernel>
+bool
+runnable_here(Kernel kernel)
+{
+    int device, major, minor;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
+        major != 9 || minor != 0) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess || attr.binaryVersion != 90) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return true;
+}
+
+template <typename T, int D, bool OVERLAP>
+cudaError_t
+launch(const gp_attn_params &p, cudaStream_t stream)
+{
+    auto kernel = flash_wgmma_kernel<T, D, OVERLAP>;
+    if (!runnable_here(kernel))
+        return cudaErrorNotSupported;
+    Args a;
+    memset(&a, 0, sizeof a);
+    a.p = p;
+    if (!encode(&a.q, p.q, p.q_stride, p, kBM) || !encode(&a.k, p.k, p.k_stride, p, kBN) ||
+        !encode(&a.v, p.v, p.v_stride, p, kBN))
+        return cudaErrorNotSupported;
+    return launch_with_smem(kernel, grid_for(p, kBM), dim3(kThreads), Layout<D>::SMEM, stream, a);
+}
+
+template <typename T>
+cudaError_t
+launch_dtype(const gp_attn_params &p, cudaStream_t stream)
+{
+    const bool overlap = p.variant != 1;
+    if (p.head_dim == 64)
+        return overlap ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
+    return overlap ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
+}
+
+} // namespace
+} // namespace gp_attn
+
+extern "C" int
+gp_attn_flash_wgmma_supports(const gp_attn_params *p)
+{
+    if (!gp_attn::common_shape_ok(*p) || (p->dtype != GP_ATTN_F16 && p->dtype != GP_ATTN_BF16) ||
+        (p->head_dim != 64 && p->head_dim != 128) || !gp_attn_rows_aligned16(p))
+        return 0;
+    // TMA strides: unsigned byte counts below 2^40.
+    const int64_t *strides[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 3; i++)
+            if (strides[t][i] < 0 || strides[t][i] >= ((int64_t)1 << 39))
+                return 0;
+    return 1;
+}
+
+extern "C" cudaError_t
+gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream)
+{
+    if (!gp_attn_flash_wgmma_supports(p))
+        return cudaErrorNotSupported;
+    if (p->dtype == GP_ATTN_F16)
+        return gp_attn::launch_dtype<__half>(*p, stream);
+    return gp_attn::launch_dtype<__nv_bfloat16>(*p, stream);
+}
