@@ -20,8 +20,10 @@
 #include <stdarg.h>
 #include <string.h>
 
-enum { IMPL_NAIVE, IMPL_FLASH, IMPL_FLASH_TC, IMPL_AUTO };
-static const char *const impl_names[] = {"naive", "flash", "flash_tc", "auto"};
+/* flash_wgmma is experimental (sm_90a, not yet validated on a device): only an explicit
+ * impl="flash_wgmma" runs it, never "auto". */
+enum { IMPL_NAIVE, IMPL_FLASH, IMPL_FLASH_TC, IMPL_FLASH_WGMMA, IMPL_AUTO, IMPL_COUNT };
+static const char *const impl_names[] = {"naive", "flash", "flash_tc", "flash_wgmma", "auto"};
 static const char *const arg_names[] = {"q", "k", "v", "out"};
 
 _Static_assert((int)GP_DTYPE_F32 == (int)GP_ATTN_F32 && (int)GP_DTYPE_F16 == (int)GP_ATTN_F16 &&
@@ -194,6 +196,8 @@ supported(int impl, const gp_attn_params *p)
         return gp_attn_naive_supports(p);
     case IMPL_FLASH:
         return gp_attn_flash_supports(p);
+    case IMPL_FLASH_WGMMA:
+        return gp_attn_flash_wgmma_supports(p);
     default:
         return gp_attn_flash_tc_supports(p);
     }
@@ -203,10 +207,12 @@ static int
 explain_unsupported(int impl, const gp_attn_params *p)
 {
     const char *name = impl_names[impl];
-    if (impl == IMPL_FLASH_TC && p->dtype == GP_ATTN_F32)
-        PyErr_SetString(PyExc_ValueError,
-                        "attention: impl='flash_tc' supports float16 and "
-                        "bfloat16, got float32 (impl='flash' and 'naive' take float32)");
+    const int tensor_cores = impl == IMPL_FLASH_TC || impl == IMPL_FLASH_WGMMA;
+    if (tensor_cores && p->dtype == GP_ATTN_F32)
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='%s' supports float16 and "
+                     "bfloat16, got float32 (impl='flash' and 'naive' take float32)",
+                     name);
     else if (impl != IMPL_NAIVE && p->head_dim != 64 && p->head_dim != 128)
         PyErr_Format(PyExc_ValueError,
                      "attention: impl='%s' supports head_dim 64 and 128, got "
@@ -217,11 +223,16 @@ explain_unsupported(int impl, const gp_attn_params *p)
                      "attention: head_dim %d is not supported: impl='naive' "
                      "takes up to %d, 'flash' and 'flash_tc' take 64 and 128",
                      p->head_dim, GP_ATTN_NAIVE_MAX_HEAD_DIM);
-    else if (impl == IMPL_FLASH_TC && !gp_attn_rows_aligned16(p))
+    else if (tensor_cores && !gp_attn_rows_aligned16(p))
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='%s' needs 16-byte aligned rows: "
+                     "data pointers and the batch, head and seq strides must be multiples of "
+                     "8 elements (impl='flash' has no such need)",
+                     name);
+    else if (impl == IMPL_FLASH_WGMMA)
         PyErr_SetString(PyExc_ValueError,
-                        "attention: impl='flash_tc' needs 16-byte aligned rows: "
-                        "data pointers and the batch, head and seq strides must be multiples of "
-                        "8 elements (impl='flash' has no such need)");
+                        "attention: impl='flash_wgmma' needs non-negative batch, head and seq "
+                        "strides below 2**39 elements (TMA tensor maps)");
     else
         PyErr_Format(PyExc_ValueError,
                      "attention: impl='%s' cannot take shape (%d, %d, %d, %d): "
@@ -257,9 +268,28 @@ launch(int impl, const gp_attn_params *p, void *workspace, cudaStream_t stream)
         return gp_attn_naive(p, workspace, stream);
     case IMPL_FLASH:
         return gp_attn_flash(p, stream);
+    case IMPL_FLASH_WGMMA:
+        return gp_attn_flash_wgmma_launch(p, stream);
     default:
         return gp_attn_flash_tc(p, stream);
     }
+}
+
+/* A launch error as the exception to raise. flash_wgmma's launcher says cudaErrorNotSupported
+ * when the device, the build or the driver's tensor-map encoder cannot run it; that gets a
+ * sentence of its own. */
+static void
+raise_launch_error(int impl, cudaError_t err, const char *call, int line)
+{
+    if (impl == IMPL_FLASH_WGMMA && err == cudaErrorNotSupported &&
+        strncmp(call, "launch(", 7) == 0)
+        PyErr_SetString(gp_GpuProfileError,
+                        "attention: impl='flash_wgmma' needs a compute capability 9.0 (Hopper) "
+                        "device, a build with sm_90a code (GPUPROFILE_CUDA_ARCHS listing 90) and "
+                        "strides that the driver's TMA tensor maps accept; impl='flash_tc' runs "
+                        "elsewhere");
+    else
+        gp_set_cuda_error(err, call, __FILE__, line);
 }
 
 static size_t
@@ -318,7 +348,7 @@ run_host(attn_call *c)
     if (base == NULL && err != cudaSuccess)
         return raise_alloc_error(err, 4 * slot + ws, "staging host arrays");
     if (err != cudaSuccess) {
-        gp_set_cuda_error(err, what, __FILE__, __LINE__);
+        raise_launch_error(c->impl, err, what, __LINE__);
         return -1;
     }
     c->out = Py_NewRef(c->a[3].owner);
@@ -409,7 +439,10 @@ run_device(attn_call *c)
     if (ws != NULL)
         (void)cudaFreeAsync(ws, c->stream);
     ws = NULL;
-    GP_CUDA_CHECK(err);
+    if (err != cudaSuccess) {
+        raise_launch_error(c->impl, err, "launch(c->impl, p, ws, c->stream)", __LINE__);
+        goto error;
+    }
     if (gp_device_array_check(c->out) && gp_device_array_set_ready(c->out, c->stream) < 0)
         goto error;
     for (int i = 0; i < 3; i++)
@@ -431,13 +464,13 @@ error:
 static int
 parse_impl(const char *name, int *out)
 {
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < IMPL_COUNT; i++)
         if (strcmp(name, impl_names[i]) == 0) {
             *out = i;
             return 0;
         }
     PyErr_Format(PyExc_ValueError,
-                 "attention: impl must be 'naive', 'flash', 'flash_tc' or "
+                 "attention: impl must be 'naive', 'flash', 'flash_tc', 'flash_wgmma' or "
                  "'auto', got '%s'",
                  name);
     return -1;
@@ -517,7 +550,7 @@ attention_auto_impl(PyObject *module, PyObject *args)
     p.scale = 1.0f;
     p.dtype = (gp_attn_dtype)dtype;
     p.q = p.k = p.v = p.o = (void *)(uintptr_t)(aligned ? 256 : 258);
-    int chosen;
+    int chosen = IMPL_NAIVE; /* set on success; initialized for the compiler */
     if (choose_impl(IMPL_AUTO, &p, &chosen) < 0)
         return NULL;
     return PyUnicode_FromString(impl_names[chosen]);
@@ -537,7 +570,7 @@ static PyMethodDef attention_methods[] = {
      "variant=0)\n--\n\n"
      "See gpuprofile.kernels.attention. `variant` selects alternative kernel "
      "configurations for tuning (kernels/attention/NOTES.md): flash_tc 1..ATTENTION_MAX_VARIANT, "
-     "flash 1 (others as 0); 0 is the default."},
+     "flash 1 and flash_wgmma 1 (others as 0); 0 is the default."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks."},
     {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,

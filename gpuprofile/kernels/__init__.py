@@ -51,7 +51,7 @@ def read(buffer: DeviceBuffer, stream=None) -> None:
 
 
 
-IMPLS = ("naive", "flash", "flash_tc", "auto")
+IMPLS = ("naive", "flash", "flash_tc", "flash_wgmma", "auto")
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
@@ -62,7 +62,9 @@ def attention(q, k, v, impl: str = "flash", causal: bool = False, scale: float |
     impl:   "naive" (three kernels, the seq×seq score matrix in fp32 device memory; any head_dim up
             to 256), "flash" (fused, fp32 arithmetic on CUDA cores; head_dim 64 or 128),
             "flash_tc" (fused, tensor cores; float16/bfloat16, head_dim 64 or 128, rows aligned
-            to 16 bytes), or "auto" (the fastest of those that take the arguments).
+            to 16 bytes), "flash_wgmma" (experimental, not yet validated on a GPU: Hopper only,
+            sm_90a wgmma + TMA; flash_tc's shapes, non-negative strides; never picked by
+            "auto"), or "auto" (the fastest of flash_tc, flash, naive that takes the arguments).
     causal: query i attends to keys 0..i.
     scale:  defaults to 1/sqrt(head_dim).
     q, k, v share one shape and dtype (float32, float16 or bfloat16). Either all are NumPy (host)
@@ -114,7 +116,7 @@ def attention_bytes(batch: int, heads: int, seq: int, head_dim: int, dtype: str 
                     impl: str = "flash", causal: bool = False) -> float:
     """DRAM bytes the forward must move, for roofline placement.
 
-    Fused impls ("flash", "flash_tc", "auto"): the compulsory traffic, Q, K, V read once and O
+    Fused impls ("flash", "flash_tc", "flash_wgmma", "auto"): the compulsory traffic, Q, K, V read once and O
     written once: 4·B·H·N·D·itemsize (causal or not; re-reads of K and V hit L2 or are counted
     in neither).
     "naive": that plus the score matrix it materializes, causal or not (it computes the whole

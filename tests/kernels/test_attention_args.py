@@ -125,8 +125,9 @@ def host(shape=SHAPE, dtype=np.float32):
     ({"v": host(dtype=np.int32)}, "v has dtype int32; supported"),
     ({"v": host(dtype=np.float16)}, "v is float16 but q is float32"),
     ({"q": host((2, 0, 17, 64))}, r"q is empty \(shape \(2, 0, 17, 64\)\)"),
-    ({"impl": "fast"}, "impl must be 'naive', 'flash', 'flash_tc' or 'auto', got 'fast'"),
+    ({"impl": "fast"}, "impl must be 'naive', 'flash', 'flash_tc', 'flash_wgmma' or 'auto', got 'fast'"),
     ({"impl": "flash_tc"}, "impl='flash_tc' supports float16 and bfloat16, got float32"),
+    ({"impl": "flash_wgmma"}, "impl='flash_wgmma' supports float16 and bfloat16, got float32"),
     ({"scale": -1.0}, "scale must be a positive finite number"),
     ({"scale": float("nan")}, "scale must be a positive finite number"),
     ({"scale": 0.0}, "scale must be a positive finite number"),
@@ -143,6 +144,7 @@ def test_bad_host_arguments(kwargs, message):
 @pytest.mark.parametrize("impl, head_dim, message", [
     ("flash", 80, "impl='flash' supports head_dim 64 and 128, got 80"),
     ("flash_tc", 96, "impl='flash_tc' supports head_dim 64 and 128, got 96"),
+    ("flash_wgmma", 96, "impl='flash_wgmma' supports head_dim 64 and 128, got 96"),
     ("naive", 300, "head_dim 300 is not supported: impl='naive' takes up to 256"),
     ("auto", 512, "head_dim 512 is not supported"),
 ])
@@ -207,6 +209,18 @@ def test_cai_readonly_out():
     out.__cuda_array_interface__["data"] = (0x7F0000000000, True)
     with pytest.raises(ValueError, match="out is read-only"):
         attention(FakeCAI(), FakeCAI(), FakeCAI(), out=out)
+
+
+def test_flash_wgmma_shape_checks_need_no_device():
+    """flash_wgmma (explicit only) rejects what its TMA tensor maps cannot describe before any
+    CUDA call: misaligned rows and negative strides."""
+    with pytest.raises(ValueError, match="impl='flash_wgmma' needs 16-byte aligned rows"):
+        attention(FakeCAI(ptr=0x7F0000000002), FakeCAI(), FakeCAI(), impl="flash_wgmma")
+    item = 2
+    reversed_seq = (3 * 17 * 64 * item, 17 * 64 * item, -64 * item, item)
+    with pytest.raises(ValueError, match="impl='flash_wgmma' needs non-negative batch, head and seq"):
+        attention(FakeCAI(strides=reversed_seq, ptr=0x7F0000100000), FakeCAI(), FakeCAI(),
+                  impl="flash_wgmma")
 
 
 def test_auto_choice():
