@@ -1,0 +1,115 @@
+"""impl='flash_wgmma' (experimental, sm_90a: TMA loads, wgmma, warp specialization) against the
+float64 reference with the derived tolerance, as test_attention_gpu.py checks the other kernels.
+Needs a compute capability 9.0 device (H100/H200) and a build with sm_90a code; elsewhere only
+the refusal is checked. Both variants run: 0 overlaps S = Q·Kᵀ of one tile with P·V of the
+previous one, 1 runs them in sequence (kernels/attention/attention_flash_wgmma.cu)."""
+
+import numpy as np
+import pytest
+from test_attention_gpu import CAIView, check, inputs, poisoned
+
+import gpuprofile as gp
+from gpuprofile import _C, kernels
+from gpuprofile.kernels import reference as ref
+
+pytestmark = pytest.mark.gpu
+
+
+def _hopper():
+    return gp.device_count() > 0 and tuple(gp.device_info(0).compute_capability) == (9, 0)
+
+
+hopper = pytest.mark.skipif(not _hopper(), reason="flash_wgmma needs a compute capability 9.0 device")
+VARIANTS = [0, 1]
+# Odd lengths, lengths that are not a multiple of the 128-row tiles, exact multiples, and one
+# longer than a pass of the 4-stage (head_dim 64) and 2-stage (128) rings.
+SEQS = [1, 17, 127, 128, 129, 256, 1000, 4097]
+
+
+def run(q, k, v, dtype, causal=False, scale=None, variant=0):
+    out = poisoned(q.shape, dtype)
+    _C._attention(*(kernels.to_device(x, dtype) for x in (q, k, v)), out, impl="flash_wgmma",
+                  causal=causal, scale=scale, variant=variant)
+    return out.numpy()
+
+
+@hopper
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("seq", SEQS)
+@pytest.mark.parametrize("causal", [False, True])
+def test_matches_reference(variant, dtype, head_dim, seq, causal):
+    shape = (2, 3, seq, head_dim) if seq < 1000 else (1, 1, seq, head_dim)
+    q, k, v = inputs(shape, dtype)
+    check(run(q, k, v, dtype, causal, variant=variant), q, k, v, dtype, causal)
+
+
+@hopper
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("batch, heads", [(1, 1), (5, 1), (1, 7), (3, 5)])
+def test_batch_and_head_variety(variant, batch, heads):
+    """The tensor maps' batch and head dimensions (grid z and y) and their strides."""
+    q, k, v = inputs((batch, heads, 129, 128), "bfloat16")
+    check(run(q, k, v, "bfloat16", True, variant=variant), q, k, v, "bfloat16", True)
+
+
+@hopper
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_peaked_scores_and_explicit_scale(variant, head_dim, causal):
+    """Large, spread-out scores move the running max often: O's rescale must stay exact, also
+    when it waits for the overlapped P·V (variant 0)."""
+    q, k, v = inputs((1, 4, 300, head_dim), "float16", spread=6.0)
+    got = run(q, k, v, "float16", causal, scale=0.3, variant=variant)
+    check(got, q, k, v, "float16", causal, 0.3)
+
+
+@hopper
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_strided_inputs_and_output(variant):
+    """Q, K, V and O as [batch, heads, seq, head_dim] views of [batch, seq, heads, head_dim]
+    memory: the tensor maps take the strides, not a dense layout."""
+    b, n, h, d = 2, 200, 3, 128
+    q, k, v = inputs((b, h, n, d), "float16")
+    bnhd = [kernels.to_device(np.ascontiguousarray(x.transpose(0, 2, 1, 3)), "float16")
+            for x in (q, k, v)]
+    strides = (n * h * d, d, h * d, 1)
+    views = [CAIView(x, (b, h, n, d), strides) for x in bnhd]
+    out_mem = poisoned((b, n, h, d), "float16")
+    _C._attention(*views, CAIView(out_mem, (b, h, n, d), strides), impl="flash_wgmma",
+                  causal=True, variant=variant)
+    check(out_mem.numpy().transpose(0, 2, 1, 3), q, k, v, "float16", True)
+
+
+@hopper
+def test_numpy_in_numpy_out():
+    """Host arrays: staged through the pool, then the same launcher."""
+    q, k, v = inputs((2, 2, 333, 64), "float16")
+    got = kernels.attention(*(x.astype(np.float16) for x in (q, k, v)), impl="flash_wgmma")
+    assert isinstance(got, np.ndarray) and got.dtype == np.float16
+    check(got, q, k, v, "float16")
+
+
+@hopper
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("where", ["q", "k", "q_inf"])
+def test_nan_and_inf_propagate_like_the_reference(causal, where):
+    q, k, v = inputs((1, 2, 170, 64), "float16")
+    tol = ref.tolerance(q, k, v, "float16", causal)  # of the clean inputs
+    target = {"q": q, "k": k}[where[0]]
+    target[0, 1, 133, 5] = np.inf if where == "q_inf" else np.nan
+    got = run(q, k, v, "float16", causal)
+    want = ref.reference(q, k, v, causal)
+    assert not np.isfinite(want).all()
+    np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))
+    finite = np.isfinite(want)
+    assert ref.max_error(got[finite], want[finite]) <= tol
+
+
+@pytest.mark.skipif(_hopper(), reason="the refusal is for devices other than compute capability 9.0")
+def test_other_devices_are_refused_clearly():
+    q, k, v = inputs((1, 1, 64, 64), "bfloat16")
+    with pytest.raises(gp.GpuProfileError, match="flash_wgmma' needs a compute capability 9.0"):
+        run(q, k, v, "bfloat16")
