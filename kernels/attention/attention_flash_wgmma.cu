@@ -405,8 +405,16 @@ encode(CUtensorMap *map, const void *ptr, const int64_t stride[3], const gp_attn
         return false;
     const cuuint64_t dims[4] = {(cuuint64_t)p.head_dim, (cuuint64_t)p.seq, (cuuint64_t)p.heads,
                                 (cuuint64_t)p.batch};
-    const cuuint64_t strides[3] = {(cuuint64_t)stride[2] * 2, (cuuint64_t)stride[1] * 2,
-                                   (cuuint64_t)stride[0] * 2};
+    // Byte strides of seq, heads, batch. gpuprofile gives dimensions of size 1 a zero stride;
+    // the coordinate there is always 0, so any stride serves: a dense one, which the encoder
+    // accepts whatever it checks.
+    cuuint64_t strides[3] = {(cuuint64_t)stride[2] * 2, (cuuint64_t)stride[1] * 2,
+                             (cuuint64_t)stride[0] * 2};
+    for (int i = 0; i < 3; i++)
+        if (dims[i + 1] == 1) {
+            const cuuint64_t dense = i == 0 ? dims[0] * 2 : strides[i - 1] * dims[i];
+            strides[i] = dense < ((cuuint64_t)1 << 40) ? dense : strides[i - 1];
+        }
     const cuuint32_t box[4] = {(cuuint32_t)kBlockCols, (cuuint32_t)rows, 1, 1};
     const cuuint32_t unit[4] = {1, 1, 1, 1};
     const CUtensorMapDataType type =
