@@ -6,7 +6,12 @@ Compiles kernels/attention/attention_*.cu with the build's nvcc flags plus -Xptx
 per kernel: registers, spill stores/loads, stack, static shared memory; and, when cuobjdump (with
 nvdisasm) is found, counts of the instructions that show the design is what it claims: HMMA
 (tensor-core mma), LDSM (ldmatrix), LDGSTS (cp.async), MUFU.EX2 (exp2), LDL/STL (local memory,
-which should be absent). kernels/attention/NOTES.md records its output.
+which should be absent), and for the sm_90a kernel HGMMA (wgmma), UTMALDG (TMA tile loads) and
+SYNCS (mbarrier operations). kernels/attention/NOTES.md records its output.
+
+attention_flash_wgmma.cu is compiled for sm_90a when --arch is 90 (as setup.py's ARCH_SPECIFIC
+does); for other architectures its kernels are stubs. cuobjdump is not in every toolkit install;
+pip's nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm provide both (pass --cuobjdump PATH).
 """
 
 from __future__ import annotations
@@ -21,7 +26,10 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SASS_OPS = ("HMMA", "LDSM", "LDGSTS", "MUFU.EX2", "SHFL", "BAR.SYNC", "LDL", "STL")
+SASS_OPS = ("HMMA", "HGMMA", "LDSM", "LDGSTS", "UTMALDG", "SYNCS", "MUFU.EX2", "SHFL", "BAR.SYNC",
+            "LDL", "STL")
+# Sources built for an architecture-specific target (setup.py's ARCH_SPECIFIC): name -> arch.
+ARCH_SPECIFIC = {"attention_flash_wgmma.cu": "90"}
 
 
 def demangle(names):
@@ -31,6 +39,8 @@ def demangle(names):
 
 
 def compile_one(nvcc, src, arch, obj):
+    if ARCH_SPECIFIC.get(os.path.basename(src)) == arch.rstrip("a"):
+        arch = arch.rstrip("a") + "a"
     cmd = [nvcc, "-O3", "-std=c++17", "-lineinfo", "--expt-relaxed-constexpr", "-Ikernels",
            f"-gencode=arch=compute_{arch},code=sm_{arch}", "-Xptxas", "-v", "-c", src, "-o", obj]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
