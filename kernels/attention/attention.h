@@ -3,13 +3,14 @@
  * A plain C ABI: the launchers take a POD params struct and a stream, return the launch's
  * cudaError_t and know nothing of Python. Tensors are [batch, heads, seq, head_dim] with head_dim
  * contiguous; the other three strides are free (in elements, int64). Q, K, V and O share one
- * shape and dtype. Three families, one file each:
+ * shape and dtype. Four families, one file each:
  *   attention_naive.cu     three kernels, the N×N score matrix materialized in fp32 (memory-bound)
  *   attention_flash.cu     fused online softmax on CUDA cores, fp32 arithmetic
  *   attention_flash_tc.cu  fused, fp16/bf16 on tensor cores (mma.sync), fp32 accumulation
  *   attention_flash_wgmma.cu  fused, sm_90a only: TMA, wgmma, warp specialization (experimental)
  * The *_supports functions say which shapes a launcher takes, so callers validate before any GPU
- * work; a launcher given an unsupported shape returns cudaErrorInvalidValue. */
+ * work; a launcher given an unsupported shape returns cudaErrorInvalidValue (flash_wgmma:
+ * cudaErrorNotSupported). */
 #ifndef GP_KERNELS_ATTENTION_H
 #define GP_KERNELS_ATTENTION_H
 
