@@ -12,6 +12,7 @@
 #                                         copy/ffma/mma/chase workloads, read/L2 flush/gate (through
 #                                         benchmark in each mode), the SM clock probe
 #   tests/kernels/test_attention_pool_gpu.py  pooled results read on other streams
+#   tests/kernels/test_attention_wgmma_gpu.py  the sm_90a kernel (TMA, mbarriers, wgmma), on Hopper
 #   tests/regions/test_regions_gpu.py     regions on events and streams
 #   tests/bench/test_bench_gpu.py         benchmark's own kernels under load
 # Left out: tests that fault on purpose (sticky errors: memcheck would report the fault they
@@ -28,12 +29,14 @@ SANITIZER=${COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo "${CUDA_HO
 OUT=build/compute-sanitizer
 mkdir -p "$OUT"
 MODULES="tests/kernels/test_attention_gpu.py tests/kernels/test_attention_pool_gpu.py
+         tests/kernels/test_attention_wgmma_gpu.py
          tests/kernels/test_harness_kernels_gpu.py
          tests/regions/test_regions_gpu.py tests/bench/test_bench_gpu.py"
 # timing assertions: durations and noise under instrumentation are not the kernels' own
 TIMING="reads_requested_time or times_that_stream or handles_agree or event_clock_still_available
         or cold_is_slower or graph_mode_on_a_launch_bound or releases_the_gate
-        or timed_without_the_gate"
+        or timed_without_the_gate or nested_gpu_times_are_ordered or exit_does_not_wait_for_the_gpu
+        or noise_target"
 SKIP="sticky or fork or torch or cupy or cupti or ground_truth or $(echo $TIMING)"
 TOOLS=${TOOLS:-memcheck racecheck synccheck}    # e.g. TOOLS=memcheck
 TOOL_TIMEOUT=${TOOL_TIMEOUT:-0}                 # seconds per tool; 0: no limit

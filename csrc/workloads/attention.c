@@ -20,8 +20,9 @@
 #include <stdarg.h>
 #include <string.h>
 
-/* flash_wgmma is experimental (sm_90a, not yet validated on a device): only an explicit
- * impl="flash_wgmma" runs it, never "auto". */
+/* impl="auto" takes flash_tc, flash, naive in that order, the first that supports the arguments;
+ * where it takes flash_tc and the device runs flash_wgmma (sm_90a), it takes flash_wgmma
+ * (prefer_wgmma, decided on the arrays' device). */
 enum { IMPL_NAIVE, IMPL_FLASH, IMPL_FLASH_TC, IMPL_FLASH_WGMMA, IMPL_AUTO, IMPL_COUNT };
 static const char *const impl_names[] = {"naive", "flash", "flash_tc", "flash_wgmma", "auto"};
 static const char *const arg_names[] = {"q", "k", "v", "out"};
@@ -36,7 +37,8 @@ typedef struct {
     PyObject *out; /* the result object (new reference) */
     cudaStream_t stream;
     gp_attn_params p;
-    int impl;
+    int requested; /* impl asked for */
+    int impl;      /* impl that runs */
 } attn_call;
 
 /* Sets `type` with a formatted message; returns -1 for the caller to return. */
@@ -258,6 +260,16 @@ choose_impl(int requested, const gp_attn_params *p, int *chosen)
     return explain_unsupported(IMPL_NAIVE, p);
 }
 
+/* impl="auto" on Hopper: flash_wgmma where flash_tc was chosen and the current device runs it
+ * (called with the arrays' device current). */
+static void
+prefer_wgmma(int requested, const gp_attn_params *p, int *impl)
+{
+    if (requested == IMPL_AUTO && *impl == IMPL_FLASH_TC && supported(IMPL_FLASH_WGMMA, p) &&
+        gp_attn_flash_wgmma_runnable())
+        *impl = IMPL_FLASH_WGMMA;
+}
+
 /* ---- GPU work ------------------------------------------------------------------------------- */
 
 static cudaError_t
@@ -321,6 +333,7 @@ run_host(attn_call *c)
     cudaMemPool_t pool;
     if (device < 0 || gp_device_pool(device, &pool) < 0)
         return -1;
+    prefer_wgmma(c->requested, p, &c->impl);
     char *base = NULL;
     cudaError_t err = cudaSuccess;
     const char *what = NULL;
@@ -405,6 +418,7 @@ run_device(attn_call *c)
     void *ws = NULL;
     if (check_devices(c, &device) < 0 || gp_device_guard_enter(&guard, device) < 0)
         return -1;
+    prefer_wgmma(c->requested, p, &c->impl);
     if (c->count == 3) {
         const int64_t *shape = c->a[0].shape;
         c->out = gp_device_array_new_pooled(4, shape, c->a[0].dtype, device, c->stream);
@@ -497,7 +511,7 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
     PyObject *objs[4] = {NULL, NULL, NULL, Py_None}, *scale_obj = Py_None, *stream_obj = Py_None;
     PyObject *variant_obj = NULL;
     const char *impl_name = "flash";
-    int causal = 0, requested;
+    int causal = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOOO!:attention", kwlist, &objs[0],
                                      &objs[1], &objs[2], &objs[3], &impl_name, &causal, &scale_obj,
                                      &stream_obj, &PyLong_Type, &variant_obj))
@@ -513,13 +527,13 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
     attn_call c;
     memset(&c, 0, sizeof c);
     float scale;
-    if (parse_impl(impl_name, &requested) < 0 || gp_stream_from_object(stream_obj, &c.stream) < 0 ||
+    if (parse_impl(impl_name, &c.requested) < 0 || gp_stream_from_object(stream_obj, &c.stream) < 0 ||
         parse_arrays(&c, objs) < 0 || check_each(&c) < 0 || check_together(&c) < 0 ||
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);
     c.p.variant = (int)variant;
-    if (choose_impl(requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
+    if (choose_impl(c.requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
         goto done;
     if (c.a[0].on_device)
         (void)run_device(&c);
@@ -553,6 +567,10 @@ attention_auto_impl(PyObject *module, PyObject *args)
     int chosen = IMPL_NAIVE; /* set on success; initialized for the compiler */
     if (choose_impl(IMPL_AUTO, &p, &chosen) < 0)
         return NULL;
+    if (gp_current_device() >= 0) /* else no device: the choice without one */
+        prefer_wgmma(IMPL_AUTO, &p, &chosen);
+    else
+        PyErr_Clear();
     return PyUnicode_FromString(impl_names[chosen]);
 }
 
@@ -572,7 +590,8 @@ static PyMethodDef attention_methods[] = {
      "configurations for tuning (kernels/attention/NOTES.md): flash_tc 1..ATTENTION_MAX_VARIANT, "
      "flash 1 and flash_wgmma 1 (others as 0); 0 is the default."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
-     "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks."},
+     "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
+     "device (without a device: what it would pick off Hopper)."},
     {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,
      "Returns the unused memory of the attention scratch pools to the driver."},
     {NULL, NULL, 0, NULL},

@@ -62,9 +62,10 @@ def attention(q, k, v, impl: str = "flash", causal: bool = False, scale: float |
     impl:   "naive" (three kernels, the seq×seq score matrix in fp32 device memory; any head_dim up
             to 256), "flash" (fused, fp32 arithmetic on CUDA cores; head_dim 64 or 128),
             "flash_tc" (fused, tensor cores; float16/bfloat16, head_dim 64 or 128, rows aligned
-            to 16 bytes), "flash_wgmma" (experimental, not yet validated on a GPU: Hopper only,
-            sm_90a wgmma + TMA; flash_tc's shapes, non-negative strides; never picked by
-            "auto"), or "auto" (the fastest of flash_tc, flash, naive that takes the arguments).
+            to 16 bytes), "flash_wgmma" (Hopper only: sm_90a TMA loads, wgmma, warp
+            specialization; flash_tc's shapes, non-negative strides), or "auto" (the fastest
+            that takes the arguments on the arrays' device: flash_wgmma on compute capability
+            9.0, else flash_tc, flash, naive).
     causal: query i attends to keys 0..i.
     scale:  defaults to 1/sqrt(head_dim).
     q, k, v share one shape and dtype (float32, float16 or bfloat16). Either all are NumPy (host)

@@ -7,7 +7,7 @@
  *   attention_naive.cu     three kernels, the N×N score matrix materialized in fp32 (memory-bound)
  *   attention_flash.cu     fused online softmax on CUDA cores, fp32 arithmetic
  *   attention_flash_tc.cu  fused, fp16/bf16 on tensor cores (mma.sync), fp32 accumulation
- *   attention_flash_wgmma.cu  fused, sm_90a only: TMA, wgmma, warp specialization (experimental)
+ *   attention_flash_wgmma.cu  fused, sm_90a only: TMA, wgmma, warp specialization
  * The *_supports functions say which shapes a launcher takes, so callers validate before any GPU
  * work; a launcher given an unsupported shape returns cudaErrorInvalidValue (flash_wgmma:
  * cudaErrorNotSupported). */
@@ -80,11 +80,14 @@ cudaError_t gp_attn_flash(const gp_attn_params *p, cudaStream_t stream);
 int gp_attn_flash_tc_supports(const gp_attn_params *p);
 cudaError_t gp_attn_flash_tc(const gp_attn_params *p, cudaStream_t stream);
 
-/* flash_wgmma (experimental, explicit only): fp16/bf16, head_dim 64 or 128, rows aligned to 16
- * bytes, non-negative strides. _supports checks the shape only; the launcher also needs an sm_90
- * device and sm_90a code in the build (GPUPROFILE_CUDA_ARCHS listing 90) and returns
- * cudaErrorNotSupported without them, or for a shape it does not take. */
+/* flash_wgmma (Hopper; impl="auto" picks it where it runs): fp16/bf16, head_dim 64 or 128, rows
+ * aligned to 16 bytes, non-negative strides. _supports checks the shape only; the launcher also
+ * needs an sm_90 device, sm_90a code in the build (GPUPROFILE_CUDA_ARCHS listing 90) and the
+ * driver's tensor-map encoder, and returns cudaErrorNotSupported without them, or for a shape it
+ * does not take. _runnable says whether those hold for the current device (asked once per
+ * device). */
 int gp_attn_flash_wgmma_supports(const gp_attn_params *p);
+int gp_attn_flash_wgmma_runnable(void);
 cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream);
 
 #ifdef __cplusplus

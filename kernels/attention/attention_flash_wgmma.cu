@@ -26,6 +26,7 @@
 //       O leaves from registers: each thread stores pairs of adjacent outputs (4 bytes).
 #include "attention_sm90.cuh"
 
+#include <atomic>
 #include <string.h>
 
 namespace gp_attn {
@@ -447,12 +448,34 @@ runnable_here(Kernel kernel)
     return true;
 }
 
+// runnable_here for the current device, asked once per device: every instantiation comes from
+// this one translation unit, so they share the binary version. 0: not asked yet, 1: yes, -1: no.
+bool
+runnable_on_current_device()
+{
+    constexpr int kMaxDevices = 64;
+    static std::atomic<int> known[kMaxDevices];
+    int device;
+    if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    int state = known[device].load(std::memory_order_relaxed);
+    if (state == 0) {
+        state = runnable_here(flash_wgmma_kernel<__nv_bfloat16, 64, true>) && encoder() != nullptr
+                    ? 1
+                    : -1;
+        known[device].store(state, std::memory_order_relaxed);
+    }
+    return state == 1;
+}
+
 template <typename T, int D, bool OVERLAP>
 cudaError_t
 launch(const gp_attn_params &p, cudaStream_t stream)
 {
     auto kernel = flash_wgmma_kernel<T, D, OVERLAP>;
-    if (!runnable_here(kernel))
+    if (!runnable_on_current_device())
         return cudaErrorNotSupported;
     Args a;
     memset(&a, 0, sizeof a);
@@ -489,6 +512,12 @@ gp_attn_flash_wgmma_supports(const gp_attn_params *p)
             if (strides[t][i] < 0 || strides[t][i] >= ((int64_t)1 << 39))
                 return 0;
     return 1;
+}
+
+extern "C" int
+gp_attn_flash_wgmma_runnable(void)
+{
+    return gp_attn::runnable_on_current_device() ? 1 : 0;
 }
 
 extern "C" cudaError_t

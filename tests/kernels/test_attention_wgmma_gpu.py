@@ -1,4 +1,4 @@
-"""impl='flash_wgmma' (experimental, sm_90a: TMA loads, wgmma, warp specialization) against the
+"""impl='flash_wgmma' (sm_90a: TMA loads, wgmma, warp specialization) against the
 float64 reference with the derived tolerance, as test_attention_gpu.py checks the other kernels.
 Needs a compute capability 9.0 device (H100/H200) and a build with sm_90a code; elsewhere only
 the refusal is checked. Both variants run: 0 overlaps S = Q·Kᵀ of one tile with P·V of the
@@ -113,3 +113,22 @@ def test_other_devices_are_refused_clearly():
     q, k, v = inputs((1, 1, 64, 64), "bfloat16")
     with pytest.raises(gp.GpuProfileError, match="flash_wgmma' needs a compute capability 9.0"):
         run(q, k, v, "bfloat16")
+
+
+@hopper
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_auto_runs_flash_wgmma_on_hopper(dtype):
+    """impl='auto' on a compute capability 9.0 device: the wgmma kernel is the one launched, for
+    device arrays and host arrays alike, and its result is right."""
+    q, k, v = inputs((2, 3, 200, 128), dtype)
+    dq, dk, dv = (kernels.to_device(x, dtype) for x in (q, k, v))
+    with gp.profile(memcpy=False, memset=False, memory=False) as p:
+        got = kernels.attention(dq, dk, dv, impl="auto", causal=True)
+        host = kernels.attention(*(x.astype(np.float16) for x in (q, k, v)), impl="auto") \
+            if dtype == "float16" else None
+    names = [n for n in p.kernels["name"].tolist()]
+    assert len(names) == (2 if host is not None else 1)
+    assert all("flash_wgmma" in n for n in names), names
+    check(got.numpy(), q, k, v, dtype, True)
+    if host is not None:
+        check(host, q, k, v, dtype)
