@@ -67,7 +67,14 @@ def runnable(impl, inp, torch) -> str | None:
     return None
 
 
-def measure_one(impl, inp, causal, max_time, torch) -> dict:
+def call_of(impl, inp, causal):
+    return call_ours(impl, inp, causal) if impl in OURS else call_sdpa(inp, causal)
+
+
+def time_and_stalls(impl, inp, causal, max_time, torch) -> dict:
+    """Validation, time and PC sampling of one implementation. PC sampling comes before any
+    counter collection in the process: CUPTI files the samples of kernels whose counters were
+    collected as non-user kernels."""
     b, h, n, d = inp.shape
     row = {"impl": impl, "flops_model": attention_flops(b, h, n, d, causal)}
     why = runnable(impl, inp, torch)
@@ -77,25 +84,32 @@ def measure_one(impl, inp, causal, max_time, torch) -> dict:
     row.update(max_error=err, tolerance=tol)
     if not ok:
         return {**row, "status": "wrong result: not measured"}
-    fn = call_ours(impl, inp, causal) if impl in OURS else call_sdpa(inp, causal)
+    fn = call_of(impl, inp, causal)
     with sdpa_context(impl):
         t = gp.benchmark(fn, flops=row["flops_model"], name=impl, max_time=max_time)
-        m = gp.metrics(fn, metrics=["roofline", "tensor", OCCUPANCY, ISSUE])
         s = gp.stalls(fn, source_lines=False)
+    main = max(s.kernels, key=lambda k: k.samples) if s.kernels else None
+    row.update(status="ok", median_ms=t.median_ms, tflops=t.tflops, rel_noise=t.rel_noise,
+               stalls_kernel=main.name if main else None,
+               stalls_samples=main.samples if main else 0,
+               stalls=dict(main.top(6)) if main else {})
+    return row
+
+
+def add_counters(row, inp, causal) -> None:
+    """The roofline and tensor sets, occupancy and issue activity, into row."""
+    fn = call_of(row["impl"], inp, causal)
+    with sdpa_context(row["impl"]):
+        m = gp.metrics(fn, metrics=["roofline", "tensor", OCCUPANCY, ISSUE])
     v = m.total
     flops = m.flops()
-    main = max(s.kernels, key=lambda k: k.samples) if s.kernels else None
     row.update(
-        status="ok", median_ms=t.median_ms, tflops=t.tflops, rel_noise=t.rel_noise,
         kernels=[k.name for k in m.kernels],
         flops_counted=flops["total"], flops_tensor=flops["tensor"],
         dram_bytes=v[DRAM_READ] + v[DRAM_WRITE], kernel_seconds=v[DURATION] * 1e-9,
         tensor_pipe_pct=v[TENSOR_PIPE], hmma_pipe_pct=v[HMMA_PIPE], inst_hmma=v[INST_HMMA],
         inst_gmma=v[INST_GMMA], fma_pipe_pct=v[FMA_PIPE], occupancy_pct=v[OCCUPANCY],
-        issue_active_pct=v[ISSUE],
-        stalls_kernel=main.name if main else None, stalls_samples=main.samples if main else 0,
-        stalls=dict(main.top(6)) if main else {})
-    return row
+        issue_active_pct=v[ISSUE])
 
 
 def measure(args) -> dict:
@@ -107,11 +121,13 @@ def measure(args) -> dict:
     ceil = gp.ceilings()
     rows = []
     for impl in args.impls:
-        print(f"  {impl} ...", file=sys.stderr, flush=True)
-        rows.append(measure_one(impl, inp, args.causal, args.max_time, torch))
+        rows.append(time_and_stalls(impl, inp, args.causal, args.max_time, torch))
         r = rows[-1]
         print(f"  {impl:>12} {r['status']}" + (f"  {r['median_ms']:.4g} ms  {r['tflops']:.4g} TFLOP/s"
               if r["status"] == "ok" else ""), file=sys.stderr, flush=True)
+    for r in rows:
+        if r["status"] == "ok":
+            add_counters(r, inp, args.causal)
     env = environment(torch)
     return {"config": {"shape": shape, "dtype": args.dtype, "causal": args.causal,
                        "max_time": args.max_time, **env},
