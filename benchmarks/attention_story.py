@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 
 import gpuprofile as gp
@@ -71,10 +72,10 @@ def call_of(impl, inp, causal):
     return call_ours(impl, inp, causal) if impl in OURS else call_sdpa(inp, causal)
 
 
-def time_and_stalls(impl, inp, causal, max_time, torch) -> dict:
-    """Validation, time and PC sampling of one implementation. PC sampling comes before any
-    counter collection in the process: CUPTI files the samples of kernels whose counters were
-    collected as non-user kernels."""
+def time_and_stalls(impl, inp, causal, max_time, torch, argv) -> dict:
+    """Validation, time and PC sampling of one implementation. PC sampling runs in a fresh
+    process (`--stalls-child`): in a process where CUPTI has already collected other data on a
+    kernel, it may file every sample as a non-user kernel's (docs/counters.md)."""
     b, h, n, d = inp.shape
     row = {"impl": impl, "flops_model": attention_flops(b, h, n, d, causal)}
     why = runnable(impl, inp, torch)
@@ -84,16 +85,32 @@ def time_and_stalls(impl, inp, causal, max_time, torch) -> dict:
     row.update(max_error=err, tolerance=tol)
     if not ok:
         return {**row, "status": "wrong result: not measured"}
-    fn = call_of(impl, inp, causal)
     with sdpa_context(impl):
-        t = gp.benchmark(fn, flops=row["flops_model"], name=impl, max_time=max_time)
+        t = gp.benchmark(call_of(impl, inp, causal), flops=row["flops_model"], name=impl,
+                         max_time=max_time)
+    row.update(status="ok", median_ms=t.median_ms, tflops=t.tflops, rel_noise=t.rel_noise)
+    child = subprocess.run([sys.executable, os.path.abspath(__file__), *argv, "--stalls-child",
+                            impl], capture_output=True, text=True, timeout=300)
+    if child.returncode != 0:
+        row["stalls_error"] = (child.stderr.strip().splitlines() or ["?"])[-1]
+        row.update(stalls_kernel=None, stalls_samples=0, stalls={})
+    else:
+        row.update(json.loads(child.stdout.strip().splitlines()[-1]))
+    return row
+
+
+def stalls_child(impl, args) -> dict:
+    """In a fresh process: fn once (loads, warms), then gp.stalls(fn); the busiest kernel."""
+    torch = import_torch()
+    inp = Inputs((args.batch, args.heads, args.seq, args.head_dim), args.dtype, torch)
+    fn = call_of(impl, inp, args.causal)
+    with sdpa_context(impl):
+        fn()
         s = gp.stalls(fn, source_lines=False)
     main = max(s.kernels, key=lambda k: k.samples) if s.kernels else None
-    row.update(status="ok", median_ms=t.median_ms, tflops=t.tflops, rel_noise=t.rel_noise,
-               stalls_kernel=main.name if main else None,
-               stalls_samples=main.samples if main else 0,
-               stalls=dict(main.top(6)) if main else {})
-    return row
+    return {"stalls_kernel": main.name if main else None,
+            "stalls_samples": main.samples if main else 0,
+            "stalls": dict(main.top(6)) if main else {}, "stalls_notes": s.notes}
 
 
 def add_counters(row, inp, causal) -> None:
@@ -121,7 +138,7 @@ def measure(args) -> dict:
     ceil = gp.ceilings()
     rows = []
     for impl in args.impls:
-        rows.append(time_and_stalls(impl, inp, args.causal, args.max_time, torch))
+        rows.append(time_and_stalls(impl, inp, args.causal, args.max_time, torch, args.argv))
         r = rows[-1]
         print(f"  {impl:>12} {r['status']}" + (f"  {r['median_ms']:.4g} ms  {r['tflops']:.4g} TFLOP/s"
               if r["status"] == "ok" else ""), file=sys.stderr, flush=True)
@@ -152,7 +169,8 @@ def markdown(story: dict) -> str:
             continue
         achieved = r["flops_model"] / (r["median_ms"] * 1e-3)
         intensity = r["flops_counted"] / r["dram_bytes"] if r["dram_bytes"] else float("inf")
-        top = ", ".join(f"{k} {100 * s:.0f} %" for k, s in list(r["stalls"].items())[:3])
+        top = ", ".join(f"{k} {100 * s:.0f} %" for k, s in list(r["stalls"].items())[:3]) \
+            or f"(not sampled: {r.get('stalls_error', '?')[:80]})"
         cells = [r["impl"], f"{r['median_ms']:.3f}", f"{r['tflops']:.0f}", f"{intensity:.0f}",
                  f"{100 * achieved / c['tensor_flops_per_s']:.0f}"]
         cells += [f"{100 * achieved / sheet:.0f}"] if sheet else []
@@ -257,7 +275,15 @@ def main(argv=None):
     p.add_argument("--head-dim", type=int, default=128, choices=[64, 128])
     p.add_argument("--causal", action="store_true")
     p.add_argument("--max-time", type=float, default=1.0, help="seconds per timed benchmark")
+    p.add_argument("--stalls-child", metavar="IMPL", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    # the shape options, for the --stalls-child processes
+    args.argv = ["--dtype", args.dtype, "--batch", str(args.batch), "--heads", str(args.heads),
+                 "--seq", str(args.seq), "--head-dim", str(args.head_dim)] + \
+        (["--causal"] if args.causal else [])
+    if args.stalls_child:
+        print(json.dumps(stalls_child(args.stalls_child, args)))
+        return 0
     if bool(args.output_dir) == bool(args.plot):
         p.error("give exactly one of --output-dir (measure) and --plot (redraw)")
     args.impls = [i for i in args.impls.split(",") if i]

@@ -131,6 +131,10 @@ def test_memory_region_peak_equals_torch_reserved_growth():
 
 
 def test_two_streams_running_concurrently_are_not_mixed_up():
+    # The first kernel on each stream (about 30 ms) outlasts CPython's 5 ms GIL switch interval,
+    # so each stream is still busy when the other thread gets to launch: one thread can issue
+    # all its launches before the other runs at all (it did, once, on an H100).
+    LONG = 50_000_000  # cycles
     s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
     x = torch.randn(1 << 20, device="cuda")
     go = threading.Barrier(2)
@@ -138,8 +142,8 @@ def test_two_streams_running_concurrently_are_not_mixed_up():
     def other():
         with torch.cuda.stream(s2):
             go.wait()
-            for _ in range(20):
-                torch.cuda._sleep(20_000)
+            for i in range(20):
+                torch.cuda._sleep(LONG if i == 0 else 20_000)
                 x.add_(1)
 
     with gp.profile(memory=False) as p:
@@ -147,8 +151,8 @@ def test_two_streams_running_concurrently_are_not_mixed_up():
         t.start()
         with torch.cuda.stream(s1), gp.region("mine", stream=s1):
             go.wait()
-            for _ in range(20):
-                torch.cuda._sleep(20_000)
+            for i in range(20):
+                torch.cuda._sleep(LONG if i == 0 else 20_000)
                 x.mul_(1.0)
         t.join()
         torch.cuda.synchronize()
