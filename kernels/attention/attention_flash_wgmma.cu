@@ -291,9 +291,11 @@ key_tiles(const gp_attn_params &p, int row_end)
 // block_tiles: the block's key tiles, key_tiles(p, m0 + BM), which the producer loads. With
 // BM = BN (2 consumers) every consumer needs all of them. With BM = 192 a consumer computes its
 // own rows' tiles only (causal: the first warpgroup of a block whose last tile starts past its
-// rows has one fewer). The producer never waits for the release of a tile that a consumer
-// skips: consumers' row ends differ from the block's by at most 128 = BN, so each has at least
-// block_tiles - 1 tiles, and the producer waits only for tiles STAGES or more before its last.
+// rows has one fewer). The producer never waits for a release that such a consumer does not
+// make: row ends differ from the block's by at most 128 = BN, so a consumer has at least
+// block_tiles - 1 tiles and releases all but its last one (K) or two (V: the overlapped
+// schedule's final P·V releases nothing), while the producer waits only for tiles STAGES (>= 2)
+// or more before its last. The phases left incomplete are never waited on.
 template <typename T, int D, typename B, bool OVERLAP>
 __device__ void
 consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int block_tiles,
