@@ -32,14 +32,10 @@
 //       (24·128 + 3·160·128 = 64 512 <= 65 536). Variant 2 overlaps like variant 0, variant 3 runs
 //       in sequence like variant 1. Both skip O's rescale in a warp where no row raised its max
 //       (alpha is exactly 1 there, so the result is bit for bit the same).
-//       Causal with BM != BN: each consumer warpgroup computes only the key tiles that start at
-//       or before its own last row, so the block's first warpgroup may do one tile fewer than
-//       the producer loads (see consume). Warpgroups start on multiples of 64 and tiles on
-//       multiples of 128, so every tile a warpgroup computes starts at or before its first row
-//       (col0 = 128·floor((row_lo + 63) / 128) <= row_lo): again every row sees at least key
-//       col0 of every tile, its running max is finite after tile 0 (finite inputs), and a
-//       fully masked tile never reaches a row. The -inf guard of softmax stays for rows whose
-//       scores are all -inf through the inputs (Inf in Q or K).
+//       Causal with BM != BN: a consumer computes only the key tiles up to its own last row
+//       (see consume). Every tile it computes starts at or before its first row (64-row
+//       warpgroups, 128-key tiles), so as in v1 every row's running max is finite after tile 0
+//       for finite inputs; the -inf guard of softmax stays for Inf in Q or K (NOTES.md).
 #include "attention_sm90.cuh"
 
 #include <atomic>
@@ -290,12 +286,13 @@ key_tiles(const gp_attn_params &p, int row_end)
 
 // block_tiles: the block's key tiles, key_tiles(p, m0 + BM), which the producer loads. With
 // BM = BN (2 consumers) every consumer needs all of them. With BM = 192 a consumer computes its
-// own rows' tiles only (causal: the first warpgroup of a block whose last tile starts past its
-// rows has one fewer). The producer never waits for a release that such a consumer does not
-// make: row ends differ from the block's by at most 128 = BN, so a consumer has at least
-// block_tiles - 1 tiles and releases all but its last one (K) or two (V: the overlapped
-// schedule's final P·V releases nothing), while the producer waits only for tiles STAGES (>= 2)
-// or more before its last. The phases left incomplete are never waited on.
+// own rows' tiles only (causal: a warpgroup whose rows end before the block's last tile starts
+// has one fewer; m0 = 0: rows 0-127 need keys 0-127 only, the block loads 0-255). The producer
+// never waits for a release that such a consumer does not make: row ends differ from the block's by
+// at most 128 = BN, so a consumer has at least block_tiles - 1 tiles and releases all but its last
+// one (K) or two (V: the overlapped schedule's final P·V releases nothing), while the producer
+// waits only for tiles STAGES (>= 2) or more before its last. The phases left incomplete are never
+// waited on.
 template <typename T, int D, typename B, bool OVERLAP>
 __device__ void
 consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int block_tiles,

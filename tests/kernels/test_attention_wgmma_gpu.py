@@ -107,8 +107,9 @@ def test_strided_inputs_and_output(variant):
 @pytest.mark.parametrize("causal", [False, True])
 def test_192_row_block_edges(variant, seq, causal):
     """Lengths at the edges of 192-row blocks and of their 64-row warpgroups: the last block's
-    idle warpgroups, and (causal) a first warpgroup that computes one key tile fewer than the
-    producer loads (m0 = 192: rows 192-255 stop at keys 0-255, the block loads 0-383)."""
+    idle warpgroups, and (causal) warpgroups that compute one key tile fewer than the producer
+    loads (m0 = 0: rows 0-127 stop at keys 0-127, the block loads 0-255; m0 = 192: rows 192-255
+    stop at keys 0-255, the block loads 0-383)."""
     q, k, v = inputs((2, 2, seq, 64), "bfloat16")
     check(run(q, k, v, "bfloat16", causal, variant=variant), q, k, v, "bfloat16", causal)
 
