@@ -7,7 +7,9 @@ per kernel: registers, spill stores/loads, stack, static shared memory; and, whe
 nvdisasm) is found, counts of the instructions that show the design is what it claims: HMMA
 (tensor-core mma), LDSM (ldmatrix), LDGSTS (cp.async), MUFU.EX2 (exp2), LDL/STL (local memory,
 which should be absent), and for the sm_90a kernel HGMMA (wgmma), UTMALDG (TMA tile loads) and
-SYNCS (mbarrier operations). kernels/attention/NOTES.md records its output.
+SYNCS (mbarrier operations); maxR, the highest register the SASS names (above the launch's
+count only where setmaxnreg raised a warpgroup's limit, as in the sm_90a kernel's consumers).
+kernels/attention/NOTES.md records its output.
 
 attention_flash_wgmma.cu is compiled for sm_90a when --arch is 90 (as setup.py's ARCH_SPECIFIC
 does); for other architectures its kernels are stubs. cuobjdump is not in every toolkit install;
@@ -67,9 +69,11 @@ def sass_counts(cuobjdump, obj):
     for line in out.stdout.splitlines():
         if m := re.search(r"Function : (\S+)", line):
             name = m.group(1)
-            counts[name] = dict.fromkeys(SASS_OPS, 0)
-        elif name and (m := re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", line)):
+            counts[name] = dict.fromkeys(SASS_OPS + ("maxR",), 0)
+        elif name and (m := re.search(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)([^;]*)", line)):
             op = m.group(1)
+            regs = [int(r) for r in re.findall(r"\bR(\d+)\b", m.group(2))]
+            counts[name]["maxR"] = max([counts[name]["maxR"], *regs])
             for key in SASS_OPS:
                 if op == key or op.startswith(key + "."):
                     counts[name][key] += 1
@@ -85,7 +89,7 @@ def main(argv=None):
     print(f"sm_{args.arch}; SASS counts are static (instructions in the binary, not executed)")
     header = f"{'kernel':62} {'regs':>4} {'spill st/ld':>11} {'stack':>5}"
     if args.cuobjdump:
-        header += "".join(f" {op:>8}" for op in SASS_OPS)
+        header += "".join(f" {op:>8}" for op in SASS_OPS + ("maxR",))
     print(header)
     with tempfile.TemporaryDirectory() as tmp:
         for src in sorted(glob.glob(os.path.join(ROOT, "kernels", "attention", "attention_*.cu"))):
@@ -96,7 +100,7 @@ def main(argv=None):
                 r = rows[mangled]
                 line = f"{pretty[:62]:62} {r['regs']:>4} {r['spill_st']:>5}/{r['spill_ld']:<5} {r['stack']:>5}"
                 if mangled in counts:
-                    line += "".join(f" {counts[mangled][op]:>8}" for op in SASS_OPS)
+                    line += "".join(f" {counts[mangled][op]:>8}" for op in SASS_OPS + ("maxR",))
                 print(line)
     return 0
 

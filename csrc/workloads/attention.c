@@ -231,6 +231,11 @@ explain_unsupported(int impl, const gp_attn_params *p)
                      "data pointers and the batch, head and seq strides must be multiples of "
                      "8 elements (impl='flash' has no such need)",
                      name);
+    else if (impl == IMPL_FLASH_WGMMA && gp_attn_flash_wgmma_variant_wrong_head_dim(p))
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='flash_wgmma' variant %d (192-row blocks) takes head_dim 64 "
+                     "only, got %d (variants 0 and 1 take 64 and 128)",
+                     p->variant, p->head_dim);
     else if (impl == IMPL_FLASH_WGMMA)
         PyErr_SetString(PyExc_ValueError,
                         "attention: impl='flash_wgmma' needs non-negative batch, head and seq "
@@ -588,7 +593,8 @@ static PyMethodDef attention_methods[] = {
      "variant=0)\n--\n\n"
      "See gpuprofile.kernels.attention. `variant` selects alternative kernel "
      "configurations for tuning (kernels/attention/NOTES.md): flash_tc 1..ATTENTION_MAX_VARIANT, "
-     "flash 1 and flash_wgmma 1 (others as 0); 0 is the default."},
+     "flash 1, flash_wgmma 1 and, at head_dim 64 only, flash_wgmma 2 and 3 (others as 0); 0 is "
+     "the default."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
      "device (without a device: what it would pick off Hopper)."},

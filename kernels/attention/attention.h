@@ -42,7 +42,9 @@ typedef struct {
     /* 0 the default; alternatives kept for tuning on the device (kernels/attention/NOTES.md):
      * flash_tc 1..GP_ATTN_MAX_VARIANT (tile shapes, pipeline depth, lazy rescale), flash 1
      * (prefetching loads; other values run the default), flash_wgmma 1 (the two products in
-     * sequence instead of overlapped; other values run the default); naive ignores it. */
+     * sequence instead of overlapped), 2 and 3 (head_dim 64 only: 192-row blocks of three
+     * consumer warpgroups, overlapped and in sequence; refused at head_dim 128), other values
+     * run the default; naive ignores it. */
     int variant;
 } gp_attn_params;
 
@@ -87,6 +89,12 @@ cudaError_t gp_attn_flash_tc(const gp_attn_params *p, cudaStream_t stream);
  * does not take. _runnable says whether those hold for the current device (asked once per
  * device). */
 int gp_attn_flash_wgmma_supports(const gp_attn_params *p);
+/* Nonzero for variant 2 or 3 (192-row blocks, head_dim 64 only) at another head_dim: refused. */
+static inline int
+gp_attn_flash_wgmma_variant_wrong_head_dim(const gp_attn_params *p)
+{
+    return (p->variant == 2 || p->variant == 3) && p->head_dim != 64;
+}
 int gp_attn_flash_wgmma_runnable(void);
 cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream);
 

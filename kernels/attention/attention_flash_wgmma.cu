@@ -1,6 +1,6 @@
 // Flash attention for Hopper (sm_90a): TMA loads, warpgroup MMA (wgmma), warp specialization.
-// fp16/bf16 inputs, head_dim 64 or 128, fp32 accumulation; EXPERIMENTAL and not yet run on a GPU
-// (kernels/attention/NOTES.md, "flash_wgmma").
+// fp16/bf16 inputs, head_dim 64 or 128, fp32 accumulation (kernels/attention/NOTES.md,
+// "flash_wgmma"; v1 validated on an H100, v2 not yet run on a GPU).
 //
 // Versions:
 //   v1  A block of three warpgroups owns BM = 128 query rows of one (batch, head):
@@ -24,6 +24,18 @@
 //       With BM = BN and tiles aligned to them, every row sees at least one key of every tile it
 //       computes, so no row's running max is ever -inf after its first tile.
 //       O leaves from registers: each thread stores pairs of adjacent outputs (4 bytes).
+//   v2  head_dim 64 only (variants 2 and 3; refused at 128): BM = 192 query rows, three consumer
+//       warpgroups + the producer = 512 threads. At D = 64 the exponentials of a tile (MUFU,
+//       16/clk/SM) take as long as its wgmma; with three consumers two of them can keep the
+//       tensor pipe busy while the third runs its softmax. Registers: launched at 128 (the
+//       __launch_bounds__ cap at 512 threads), the producer keeps 24, consumers take 160
+//       (24·128 + 3·160·128 = 64 512 <= 65 536). Variant 2 overlaps like variant 0, variant 3 runs
+//       in sequence like variant 1. Both skip O's rescale in a warp where no row raised its max
+//       (alpha is exactly 1 there, so the result is bit for bit the same).
+//       Causal with BM != BN: a consumer computes only the key tiles up to its own last row
+//       (see consume). Every tile it computes starts at or before its first row (64-row
+//       warpgroups, 128-key tiles), so as in v1 every row's running max is finite after tile 0
+//       for finite inputs; the -inf guard of softmax stays for Inf in Q or K (NOTES.md).
 #include "attention_sm90.cuh"
 
 #include <atomic>
@@ -32,17 +44,37 @@
 namespace gp_attn {
 namespace {
 
-constexpr int kConsumers = 2; // consumer warpgroups
-constexpr int kThreads = 128 * (kConsumers + 1);
-constexpr int kBM = 64 * kConsumers; // query rows per block
-constexpr int kBN = 128;             // keys per tile
-constexpr int kBlockCols = 64;       // 16-bit elements per 128-byte swizzle row
+constexpr int kBN = 128;       // keys per tile
+constexpr int kBlockCols = 64; // 16-bit elements per 128-byte swizzle row
+
+// The block's shape: CONSUMERS warpgroups of 64 query rows each, plus the producer warpgroup.
+// setmaxnreg moves registers from the producer to the consumers; the pool is the launch's
+// register count (ptxas -v: 168 at 384 threads, 128 at 512, both the __launch_bounds__ cap)
+// times the threads, and the hand-over must fit it:
+//   2 consumers (v0, v1): 24·128 + 2·240·128 = 64 512 <= 168·384 = 64 512
+//   3 consumers (v2, v3): 24·128 + 3·160·128 = 64 512 <= 128·512 = 65 536
+// The 3-consumer block also skips O's rescale where no row of a warp raised its max (exact:
+// the skipped factor is 1); the 2-consumer variants keep their measured code unchanged.
+template <int CONSUMERS> struct Block {
+    static constexpr int consumers = CONSUMERS;
+    static constexpr int threads = 128 * (CONSUMERS + 1);
+    static constexpr int BM = 64 * CONSUMERS; // query rows per block
+    static constexpr int launch_regs = CONSUMERS == 2 ? 168 : 128;
+    static constexpr int producer_regs = 24;
+    static constexpr int consumer_regs = CONSUMERS == 2 ? 240 : 160;
+    static constexpr bool skip_unchanged_rescale = CONSUMERS == 3;
+    static_assert(CONSUMERS == 2 || CONSUMERS == 3, "64·CONSUMERS rows: 128 or 192");
+    static_assert(launch_regs * threads <= 65536 && launch_regs % 8 == 0, "one block per SM");
+    static_assert(producer_regs * 128 + consumer_regs * 128 * CONSUMERS <= launch_regs * threads,
+                  "setmaxnreg hand-over larger than the launch's register pool");
+};
 
 // Shared memory, from a 1024-byte aligned base: Q (BM×D), STAGES K tiles, STAGES V tiles (BN×D
-// each, as D/64 column blocks), then the mbarriers.
-template <int D> struct Layout {
+// each, as D/64 column blocks), then the mbarriers. Every tile starts on a 1024-byte boundary
+// (BM·128 and BN·128 bytes are multiples of 1024).
+template <int D, int BM> struct Layout {
     static constexpr int STAGES = D == 64 ? 4 : 2;
-    static constexpr uint32_t Q_BYTES = kBM * D * 2, KV_BYTES = kBN * D * 2;
+    static constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = kBN * D * 2;
     static constexpr uint32_t K_OFF = Q_BYTES, V_OFF = K_OFF + STAGES * KV_BYTES;
     static constexpr uint32_t BAR_OFF = V_OFF + STAGES * KV_BYTES;
     static constexpr int BARS = 1 + 4 * STAGES; // Q full; K full, K empty, V full, V empty
@@ -58,11 +90,6 @@ struct Args {
 
 using namespace sm90;
 
-// setmaxnreg: the block is launched at 168 registers a thread (384 threads, 1 block per SM); the
-// producer warpgroup keeps 24 and the consumers take 240: 24·128 + 2·240·128 = 168·384.
-constexpr int kProducerRegs = 24;
-constexpr int kConsumerRegs = 240;
-
 struct Barriers {
     uint64_t *q, *k_full, *k_empty, *v_full, *v_empty;
     template <int STAGES> static __device__ Barriers at(uint64_t *base)
@@ -75,16 +102,16 @@ struct Barriers {
 // The producer thread: the Q tile, then K and V tile j into stage j % STAGES once the consumers
 // released tile j - STAGES from it. TMA boxes are 64 columns wide (the swizzle's span), so a tile
 // of D columns takes D/64 loads into consecutive column blocks.
-template <int D>
+template <int D, int BM>
 __device__ void
 produce(const Args &a, uint8_t *smem, const Barriers &bar, int m0, int n_tiles)
 {
-    using L = Layout<D>;
+    using L = Layout<D, BM>;
     const int b = blockIdx.z, h = blockIdx.y;
     mbar_arrive_expect_tx(bar.q, L::Q_BYTES);
 #pragma unroll
     for (int c = 0; c < D / kBlockCols; c++)
-        tma_load_4d(smem + c * kBM * 128, &a.q, bar.q, c * kBlockCols, m0, h, b);
+        tma_load_4d(smem + c * BM * 128, &a.q, bar.q, c * kBlockCols, m0, h, b);
     for (int j = 0; j < n_tiles; j++) {
         const int s = j % L::STAGES;
         const uint32_t reuse = (uint32_t)(j / L::STAGES - 1) & 1; // parity of the release
@@ -115,7 +142,7 @@ ex2(float x)
 // Per consumer thread (accumulator layout of wgmma, as mma.sync's per 8 columns): element
 // 4·i + e of an m64nN accumulator is row 16·warp + lane/4 + 8·(e/2), column 8·i + 2·(lane%4) +
 // e%2 of the warpgroup's 64 rows.
-template <typename T, int D> struct Consumer {
+template <typename T, int D, int BM> struct Consumer {
     static constexpr int NS = kBN / 2, NO = D / 2; // accumulator registers of S and O
     float s[NS], o[NO];
     uint32_t pa[kBN / 16][4]; // P as wgmma A fragments, one 16-key slice each
@@ -129,7 +156,7 @@ template <typename T, int D> struct Consumer {
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
             const uint32_t off = (kk % 4) * 32; // 16 elements further within the 128-byte row
-            const uint64_t da = desc_sw128(q + (kk / 4) * (kBM * 128) + off, 16, 1024);
+            const uint64_t da = desc_sw128(q + (kk / 4) * (BM * 128) + off, 16, 1024);
             const uint64_t db = desc_sw128(k + (kk / 4) * (kBN * 128) + off, 16, 1024);
             Wgmma<T, kBN>::ss(s, da, db, kk > 0);
         }
@@ -193,11 +220,18 @@ template <typename T, int D> struct Consumer {
         }
     }
 
+    // SKIP_UNCHANGED: leave O alone where every row of the warp kept its max (alpha exactly 1:
+    // ex2 of 0); a warp-uniform branch, so no divergence.
+    template <bool SKIP_UNCHANGED>
     __device__ __forceinline__ void rescale(const float alpha[2], const float sum[2])
     {
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
+        for (int half = 0; half < 2; half++)
             l[half] = l[half] * alpha[half] + sum[half];
+        if (SKIP_UNCHANGED && !__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f))
+            return;
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
 #pragma unroll
             for (int i = 0; i < D / 8; i++) {
                 o[4 * i + 2 * half] *= alpha[half];
@@ -241,13 +275,33 @@ template <typename T, int D> struct Consumer {
     }
 };
 
-template <typename T, int D, bool OVERLAP>
-__device__ void
-consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int n_tiles, int cw)
+// Key tiles that the rows below row_end need: every tile, or (causal) those that start at or
+// before the last of those rows.
+__device__ __forceinline__ int
+key_tiles(const gp_attn_params &p, int row_end)
 {
-    using L = Layout<D>;
+    const int kv_end = p.causal ? min(p.seq, row_end) : p.seq;
+    return (kv_end + kBN - 1) / kBN;
+}
+
+// block_tiles: the block's key tiles, key_tiles(p, m0 + BM), which the producer loads. With
+// BM = BN (2 consumers) every consumer needs all of them. With BM = 192 a consumer computes its
+// own rows' tiles only (causal: a warpgroup whose rows end before the block's last tile starts
+// has one fewer; m0 = 0: rows 0-127 need keys 0-127 only, the block loads 0-255). The producer
+// never waits for a release that such a consumer does not make: row ends differ from the block's by
+// at most 128 = BN, so a consumer has at least block_tiles - 1 tiles and releases all but its last
+// one (K) or two (V: the overlapped schedule's final P·V releases nothing), while the producer
+// waits only for tiles STAGES (>= 2) or more before its last. The phases left incomplete are never
+// waited on.
+template <typename T, int D, typename B, bool OVERLAP>
+__device__ void
+consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int block_tiles,
+        int cw)
+{
+    using L = Layout<D, B::BM>;
     const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
-    const int row_lo = m0 + 64 * cw;                 // this warpgroup's first row
+    const int row_lo = m0 + 64 * cw; // this warpgroup's first row
+    const int n_tiles = B::BM == kBN ? block_tiles : key_tiles(p, row_lo + 64);
     const int r0 = row_lo + 16 * warp + (lane >> 2); // this thread's first row (+8: second)
     const int n = p.seq;
     const bool causal = p.causal != 0;
@@ -255,9 +309,9 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
     const uint32_t q = smem_u32(smem) + cw * 64 * 128; // its 64 rows in each Q column block
     const uint32_t k0 = smem_u32(smem) + L::K_OFF, v0 = smem_u32(smem) + L::V_OFF;
 
-    Consumer<T, D> c;
+    Consumer<T, D, B::BM> c;
 #pragma unroll
-    for (int i = 0; i < Consumer<T, D>::NO; i++)
+    for (int i = 0; i < Consumer<T, D, B::BM>::NO; i++)
         c.o[i] = 0.0f;
     c.m[0] = c.m[1] = -CUDART_INF_F;
     c.l[0] = c.l[1] = 0.0f;
@@ -279,7 +333,7 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
         pin(c.s);
         mbar_arrive(&bar.k_empty[0]);
         scores_ready(0);
-        c.rescale(alpha, sum);
+        c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
         c.to_a();
         for (int j = 1; j < n_tiles; j++) {
             const int s = j % L::STAGES, sp = (j - 1) % L::STAGES;
@@ -295,7 +349,7 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
             pin(c.o);
             pin(c.pa);
             mbar_arrive(&bar.v_empty[sp]);
-            c.rescale(alpha, sum);
+            c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
             c.to_a();
         }
         const int sl = (n_tiles - 1) % L::STAGES;
@@ -312,7 +366,7 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
             pin(c.s);
             mbar_arrive(&bar.k_empty[s]);
             scores_ready(j);
-            c.rescale(alpha, sum);
+            c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
             c.to_a();
             mbar_wait(&bar.v_full[s], parity(j));
             c.issue_pv(v0 + s * L::KV_BYTES);
@@ -326,20 +380,20 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
 
 #endif // GP_SM90A
 
-template <typename T, int D, bool OVERLAP>
+template <typename T, int D, int CONSUMERS, bool OVERLAP>
 __global__ void
-__launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_constant__ Args a)
+__launch_bounds__(Block<CONSUMERS>::threads, 1) flash_wgmma_kernel(const __grid_constant__ Args a)
 {
 #if GP_SM90A
-    using L = Layout<D>;
+    using B = Block<CONSUMERS>;
+    using L = Layout<D, B::BM>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
     const Barriers bar = Barriers::at<L::STAGES>(reinterpret_cast<uint64_t *>(smem + L::BAR_OFF));
     const gp_attn_params &p = a.p;
     // Causal blocks differ in work; the heaviest (last query rows) start first.
-    const int m0 = (p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBM;
-    const int kv_end = p.causal ? min(p.seq, m0 + kBM) : p.seq;
-    const int n_tiles = (kv_end + kBN - 1) / kBN;
+    const int m0 = (p.causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * B::BM;
+    const int n_tiles = key_tiles(p, m0 + B::BM);
     const int wg = threadIdx.x / 128;
 
     if (threadIdx.x == 0) {
@@ -350,21 +404,21 @@ __launch_bounds__(kThreads, 1) flash_wgmma_kernel(const __grid_constant__ Args a
         for (int s = 0; s < L::STAGES; s++) {
             mbar_init(&bar.k_full[s], 1);
             mbar_init(&bar.v_full[s], 1);
-            mbar_init(&bar.k_empty[s], 128 * kConsumers); // every consumer thread arrives
-            mbar_init(&bar.v_empty[s], 128 * kConsumers);
+            mbar_init(&bar.k_empty[s], 128 * B::consumers); // every consumer thread arrives
+            mbar_init(&bar.v_empty[s], 128 * B::consumers);
         }
         mbar_init_fence();
     }
     __syncthreads(); // the last block-wide barrier: the producer's other warps leave below
 
     if (wg == 0) {
-        regs_release<kProducerRegs>();
+        regs_release<B::producer_regs>();
         if (threadIdx.x == 0)
-            produce<D>(a, smem, bar, m0, n_tiles);
+            produce<D, B::BM>(a, smem, bar, m0, n_tiles);
         return;
     }
-    regs_claim<kConsumerRegs>();
-    consume<T, D, OVERLAP>(p, smem, bar, m0, n_tiles, wg - 1);
+    regs_claim<B::consumer_regs>();
+    consume<T, D, B, OVERLAP>(p, smem, bar, m0, n_tiles, wg - 1);
 #else
     __trap(); // built without sm_90a code; the launcher never gets here (it checks the binary)
 #endif
@@ -462,38 +516,52 @@ runnable_on_current_device()
     }
     int state = known[device].load(std::memory_order_relaxed);
     if (state == 0) {
-        state = runnable_here(flash_wgmma_kernel<__nv_bfloat16, 64, true>) && encoder() != nullptr
-                    ? 1
-                    : -1;
+        state =
+            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 64, 2, true>) && encoder() != nullptr
+                ? 1
+                : -1;
         known[device].store(state, std::memory_order_relaxed);
     }
     return state == 1;
 }
 
-template <typename T, int D, bool OVERLAP>
+template <typename T, int D, int CONSUMERS, bool OVERLAP>
 cudaError_t
 launch(const gp_attn_params &p, cudaStream_t stream)
 {
-    auto kernel = flash_wgmma_kernel<T, D, OVERLAP>;
+    using B = Block<CONSUMERS>;
+    auto kernel = flash_wgmma_kernel<T, D, CONSUMERS, OVERLAP>;
     if (!runnable_on_current_device())
         return cudaErrorNotSupported;
     Args a;
     memset(&a, 0, sizeof a);
     a.p = p;
-    if (!encode(&a.q, p.q, p.q_stride, p, kBM) || !encode(&a.k, p.k, p.k_stride, p, kBN) ||
+    if (!encode(&a.q, p.q, p.q_stride, p, B::BM) || !encode(&a.k, p.k, p.k_stride, p, kBN) ||
         !encode(&a.v, p.v, p.v_stride, p, kBN))
         return cudaErrorNotSupported;
-    return launch_with_smem(kernel, grid_for(p, kBM), dim3(kThreads), Layout<D>::SMEM, stream, a);
+    return launch_with_smem(kernel, grid_for(p, B::BM), dim3(B::threads), Layout<D, B::BM>::SMEM,
+                            stream, a);
 }
 
 template <typename T>
 cudaError_t
 launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
-    const bool overlap = p.variant != 1;
+    // Variants 2 and 3 (192-row blocks) are head_dim 64 only: gp_attn_flash_wgmma_supports
+    // refuses them at 128 (O's 64 registers do not fit the 160 a consumer gets).
     if (p.head_dim == 64)
-        return overlap ? launch<T, 64, true>(p, stream) : launch<T, 64, false>(p, stream);
-    return overlap ? launch<T, 128, true>(p, stream) : launch<T, 128, false>(p, stream);
+        switch (p.variant) {
+        case 1:
+            return launch<T, 64, 2, false>(p, stream);
+        case 2:
+            return launch<T, 64, 3, true>(p, stream);
+        case 3:
+            return launch<T, 64, 3, false>(p, stream);
+        default:
+            return launch<T, 64, 2, true>(p, stream);
+        }
+    return p.variant == 1 ? launch<T, 128, 2, false>(p, stream)
+                          : launch<T, 128, 2, true>(p, stream);
 }
 
 } // namespace
@@ -503,7 +571,8 @@ extern "C" int
 gp_attn_flash_wgmma_supports(const gp_attn_params *p)
 {
     if (!gp_attn::common_shape_ok(*p) || (p->dtype != GP_ATTN_F16 && p->dtype != GP_ATTN_BF16) ||
-        (p->head_dim != 64 && p->head_dim != 128) || !gp_attn_rows_aligned16(p))
+        (p->head_dim != 64 && p->head_dim != 128) || !gp_attn_rows_aligned16(p) ||
+        gp_attn_flash_wgmma_variant_wrong_head_dim(p))
         return 0;
     // TMA strides: unsigned byte counts below 2^40.
     const int64_t *strides[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};

@@ -223,6 +223,18 @@ def test_flash_wgmma_shape_checks_need_no_device():
                   impl="flash_wgmma")
 
 
+@pytest.mark.parametrize("variant", [2, 3])
+def test_flash_wgmma_192_row_variants_refuse_head_dim_128(variant):
+    """flash_wgmma variants 2 and 3 (192-row blocks) are built for head_dim 64 only: at 128 they
+    are refused before any CUDA call, not run as another variant. impl='auto' with those variant
+    numbers keeps its flash_tc meaning."""
+    shape = (2, 3, 17, 128)
+    with pytest.raises(ValueError, match=f"impl='flash_wgmma' variant {variant} .192-row blocks. "
+                                         "takes head_dim 64 only, got 128"):
+        _C._attention(FakeCAI(shape), FakeCAI(shape), FakeCAI(shape), FakeCAI(shape),
+                      impl="flash_wgmma", variant=variant)
+
+
 def test_auto_choice():
     # On a compute capability 9.0 device (with the sm_90a build) flash_wgmma takes flash_tc's
     # place; test_attention_wgmma_gpu.py checks that it is the kernel that runs.
