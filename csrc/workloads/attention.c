@@ -8,6 +8,7 @@
 #include "attention_py.h"
 #include "array_args.h"
 #include "attention/attention.h"
+#include "attention_choice.h"
 #include "core/device.h"
 #include "core/device_memory.h"
 #include "device_array.h"
@@ -20,11 +21,6 @@
 #include <stdarg.h>
 #include <string.h>
 
-/* impl="auto" takes flash_tc, flash, naive in that order, the first that supports the arguments;
- * where it takes flash_tc and the device runs flash_wgmma (sm_90a), it takes flash_wgmma
- * (prefer_wgmma, decided on the arrays' device). */
-enum { IMPL_NAIVE, IMPL_FLASH, IMPL_FLASH_TC, IMPL_FLASH_WGMMA, IMPL_AUTO, IMPL_COUNT };
-static const char *const impl_names[] = {"naive", "flash", "flash_tc", "flash_wgmma", "auto"};
 static const char *const arg_names[] = {"q", "k", "v", "out"};
 
 _Static_assert((int)GP_DTYPE_F32 == (int)GP_ATTN_F32 && (int)GP_DTYPE_F16 == (int)GP_ATTN_F16 &&
@@ -190,91 +186,6 @@ fill_params(attn_call *c, int causal, float scale)
     }
 }
 
-static int
-supported(int impl, const gp_attn_params *p)
-{
-    switch (impl) {
-    case IMPL_NAIVE:
-        return gp_attn_naive_supports(p);
-    case IMPL_FLASH:
-        return gp_attn_flash_supports(p);
-    case IMPL_FLASH_WGMMA:
-        return gp_attn_flash_wgmma_supports(p);
-    default:
-        return gp_attn_flash_tc_supports(p);
-    }
-}
-
-static int
-explain_unsupported(int impl, const gp_attn_params *p)
-{
-    const char *name = impl_names[impl];
-    const int tensor_cores = impl == IMPL_FLASH_TC || impl == IMPL_FLASH_WGMMA;
-    if (tensor_cores && p->dtype == GP_ATTN_F32)
-        PyErr_Format(PyExc_ValueError,
-                     "attention: impl='%s' supports float16 and "
-                     "bfloat16, got float32 (impl='flash' and 'naive' take float32)",
-                     name);
-    else if (impl != IMPL_NAIVE && p->head_dim != 64 && p->head_dim != 128)
-        PyErr_Format(PyExc_ValueError,
-                     "attention: impl='%s' supports head_dim 64 and 128, got "
-                     "%d (impl='naive' takes any head_dim up to %d)",
-                     name, p->head_dim, GP_ATTN_NAIVE_MAX_HEAD_DIM);
-    else if (impl == IMPL_NAIVE && p->head_dim > GP_ATTN_NAIVE_MAX_HEAD_DIM)
-        PyErr_Format(PyExc_ValueError,
-                     "attention: head_dim %d is not supported: impl='naive' "
-                     "takes up to %d, 'flash' and 'flash_tc' take 64 and 128",
-                     p->head_dim, GP_ATTN_NAIVE_MAX_HEAD_DIM);
-    else if (tensor_cores && !gp_attn_rows_aligned16(p))
-        PyErr_Format(PyExc_ValueError,
-                     "attention: impl='%s' needs 16-byte aligned rows: "
-                     "data pointers and the batch, head and seq strides must be multiples of "
-                     "8 elements (impl='flash' has no such need)",
-                     name);
-    else if (impl == IMPL_FLASH_WGMMA && gp_attn_flash_wgmma_variant_wrong_head_dim(p))
-        PyErr_Format(PyExc_ValueError,
-                     "attention: impl='flash_wgmma' variant %d (192-row blocks) takes head_dim 64 "
-                     "only, got %d (variants 0 and 1 take 64 and 128)",
-                     p->variant, p->head_dim);
-    else if (impl == IMPL_FLASH_WGMMA)
-        PyErr_SetString(PyExc_ValueError,
-                        "attention: impl='flash_wgmma' needs non-negative batch, head and seq "
-                        "strides below 2**39 elements (TMA tensor maps)");
-    else
-        PyErr_Format(PyExc_ValueError,
-                     "attention: impl='%s' cannot take shape (%d, %d, %d, %d): "
-                     "seq is too long for its grid",
-                     name, p->batch, p->heads, p->seq, p->head_dim);
-    return -1;
-}
-
-/* The fastest implementation that takes these arguments, or the requested one if it can. */
-static int
-choose_impl(int requested, const gp_attn_params *p, int *chosen)
-{
-    if (requested != IMPL_AUTO) {
-        *chosen = requested;
-        return supported(requested, p) ? 0 : explain_unsupported(requested, p);
-    }
-    static const int order[] = {IMPL_FLASH_TC, IMPL_FLASH, IMPL_NAIVE};
-    for (int i = 0; i < 3; i++)
-        if (supported(order[i], p)) {
-            *chosen = order[i];
-            return 0;
-        }
-    return explain_unsupported(IMPL_NAIVE, p);
-}
-
-/* impl="auto" on Hopper: flash_wgmma where flash_tc was chosen and the current device runs it
- * (called with the arrays' device current). */
-static void
-prefer_wgmma(int requested, const gp_attn_params *p, int *impl)
-{
-    if (requested == IMPL_AUTO && *impl == IMPL_FLASH_TC && supported(IMPL_FLASH_WGMMA, p) &&
-        gp_attn_flash_wgmma_runnable())
-        *impl = IMPL_FLASH_WGMMA;
-}
-
 /* ---- GPU work ------------------------------------------------------------------------------- */
 
 static cudaError_t
@@ -338,7 +249,7 @@ run_host(attn_call *c)
     cudaMemPool_t pool;
     if (device < 0 || gp_device_pool(device, &pool) < 0)
         return -1;
-    prefer_wgmma(c->requested, p, &c->impl);
+    gp_attn_prefer_wgmma(c->requested, p, &c->impl);
     char *base = NULL;
     cudaError_t err = cudaSuccess;
     const char *what = NULL;
@@ -423,7 +334,7 @@ run_device(attn_call *c)
     void *ws = NULL;
     if (check_devices(c, &device) < 0 || gp_device_guard_enter(&guard, device) < 0)
         return -1;
-    prefer_wgmma(c->requested, p, &c->impl);
+    gp_attn_prefer_wgmma(c->requested, p, &c->impl);
     if (c->count == 3) {
         const int64_t *shape = c->a[0].shape;
         c->out = gp_device_array_new_pooled(4, shape, c->a[0].dtype, device, c->stream);
@@ -481,21 +392,6 @@ error:
 /* ---- the Python functions ------------------------------------------------------------------- */
 
 static int
-parse_impl(const char *name, int *out)
-{
-    for (int i = 0; i < IMPL_COUNT; i++)
-        if (strcmp(name, impl_names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    PyErr_Format(PyExc_ValueError,
-                 "attention: impl must be 'naive', 'flash', 'flash_tc', 'flash_wgmma' or "
-                 "'auto', got '%s'",
-                 name);
-    return -1;
-}
-
-static int
 parse_arrays(attn_call *c, PyObject *const objs[4])
 {
     for (int i = 0; i < 4; i++) {
@@ -532,13 +428,13 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
     attn_call c;
     memset(&c, 0, sizeof c);
     float scale;
-    if (parse_impl(impl_name, &c.requested) < 0 || gp_stream_from_object(stream_obj, &c.stream) < 0 ||
+    if (gp_attn_parse_impl(impl_name, &c.requested) < 0 || gp_stream_from_object(stream_obj, &c.stream) < 0 ||
         parse_arrays(&c, objs) < 0 || check_each(&c) < 0 || check_together(&c) < 0 ||
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);
     c.p.variant = (int)variant;
-    if (choose_impl(c.requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
+    if (gp_attn_choose_impl(c.requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
         goto done;
     if (c.a[0].on_device)
         (void)run_device(&c);
@@ -570,13 +466,13 @@ attention_auto_impl(PyObject *module, PyObject *args)
     p.dtype = (gp_attn_dtype)dtype;
     p.q = p.k = p.v = p.o = (void *)(uintptr_t)(aligned ? 256 : 258);
     int chosen = IMPL_NAIVE; /* set on success; initialized for the compiler */
-    if (choose_impl(IMPL_AUTO, &p, &chosen) < 0)
+    if (gp_attn_choose_impl(IMPL_AUTO, &p, &chosen) < 0)
         return NULL;
     if (gp_current_device() >= 0) /* else no device: the choice without one */
-        prefer_wgmma(IMPL_AUTO, &p, &chosen);
+        gp_attn_prefer_wgmma(IMPL_AUTO, &p, &chosen);
     else
         PyErr_Clear();
-    return PyUnicode_FromString(impl_names[chosen]);
+    return PyUnicode_FromString(gp_attn_impl_names[chosen]);
 }
 
 static PyObject *
@@ -593,8 +489,8 @@ static PyMethodDef attention_methods[] = {
      "variant=0)\n--\n\n"
      "See gpuprofile.kernels.attention. `variant` selects alternative kernel "
      "configurations for tuning (kernels/attention/NOTES.md): flash_tc 1..ATTENTION_MAX_VARIANT, "
-     "flash 1, flash_wgmma 1 and, at head_dim 64 only, flash_wgmma 2 and 3 (others as 0); 0 is "
-     "the default."},
+     "flash 1, flash_wgmma 1 and 4 and, at head_dim 64 only, flash_wgmma 2 and 3 (others as 0); "
+     "0 is the default."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
      "device (without a device: what it would pick off Hopper)."},

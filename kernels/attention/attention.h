@@ -41,10 +41,12 @@ typedef struct {
     gp_attn_dtype dtype;
     /* 0 the default; alternatives kept for tuning on the device (kernels/attention/NOTES.md):
      * flash_tc 1..GP_ATTN_MAX_VARIANT (tile shapes, pipeline depth, lazy rescale), flash 1
-     * (prefetching loads; other values run the default), flash_wgmma 1 (the two products in
-     * sequence instead of overlapped), 2 and 3 (head_dim 64 only: 192-row blocks of three
-     * consumer warpgroups, overlapped and in sequence; refused at head_dim 128), other values
-     * run the default; naive ignores it. */
+     * (prefetching loads; other values run the default), flash_wgmma (the default: 192-row
+     * blocks in sequence at head_dim 64, 128-row blocks overlapped at 128) 1 (128-row, the two
+     * products in sequence), 2 and 3 (head_dim 64 only: 192-row blocks of three consumer
+     * warpgroups, overlapped and in sequence; refused at head_dim 128), 4 (128-row overlapped,
+     * the head_dim 64 default before variant 3 measured faster), other values run the default;
+     * naive ignores it. */
     int variant;
 } gp_attn_params;
 

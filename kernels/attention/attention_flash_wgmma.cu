@@ -14,10 +14,9 @@
 //         accumulators in registers (row max over the quad of threads that share a row, exp2
 //         with the scale folded into one FFMA), P converted in registers to the A operand of
 //         O += P·V, a wgmma m64nDk16 whose B (V, N-major) comes from shared memory.
-//       Variant 0 overlaps the two products within a consumer: S for tile j is issued before
+//       Overlapped (variant 4, and the default at head_dim 128): S for tile j is issued before
 //       P·V of tile j-1, and the softmax of tile j runs while P·V still runs; O is rescaled only
-//       after it finished. Variant 1 runs S, softmax, P·V in sequence (simpler; a check of
-//       variant 0's ordering).
+//       after it finished. Variant 1 runs S, softmax, P·V in sequence.
 //       Ragged sequences: TMA zero-fills rows past the end (also of the Q tile); their scores are
 //       set to -inf, and their output rows are not stored. Causal: heaviest query tiles first,
 //       no key tile past the block's last row is loaded; tiles crossing the diagonal are masked.
@@ -29,7 +28,7 @@
 //       16/clk/SM) take as long as its wgmma; with three consumers two of them can keep the
 //       tensor pipe busy while the third runs its softmax. Registers: launched at 128 (the
 //       __launch_bounds__ cap at 512 threads), the producer keeps 24, consumers take 160
-//       (24·128 + 3·160·128 = 64 512 <= 65 536). Variant 2 overlaps like variant 0, variant 3 runs
+//       (24·128 + 3·160·128 = 64 512 <= 65 536). Variant 2 overlaps like variant 4, variant 3 runs
 //       in sequence like variant 1. Both skip O's rescale in a warp where no row raised its max
 //       (alpha is exactly 1 there, so the result is bit for bit the same).
 //       Causal with BM != BN: a consumer computes only the key tiles up to its own last row
@@ -549,16 +548,18 @@ launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
     // Variants 2 and 3 (192-row blocks) are head_dim 64 only: gp_attn_flash_wgmma_supports
     // refuses them at 128 (O's 64 registers do not fit the 160 a consumer gets).
+    // The default (variant 0) is the fastest measured on an H100 (NOTES.md): at head_dim 64 the
+    // 192-row block in sequence (as variant 3), at 128 the 128-row block overlapped (as 4).
     if (p.head_dim == 64)
         switch (p.variant) {
         case 1:
             return launch<T, 64, 2, false>(p, stream);
         case 2:
             return launch<T, 64, 3, true>(p, stream);
-        case 3:
-            return launch<T, 64, 3, false>(p, stream);
-        default:
+        case 4:
             return launch<T, 64, 2, true>(p, stream);
+        default:
+            return launch<T, 64, 3, false>(p, stream);
         }
     return p.variant == 1 ? launch<T, 128, 2, false>(p, stream)
                           : launch<T, 128, 2, true>(p, stream);

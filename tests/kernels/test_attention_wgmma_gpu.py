@@ -1,10 +1,10 @@
 """impl='flash_wgmma' (sm_90a: TMA loads, wgmma, warp specialization) against the
 float64 reference with the derived tolerance, as test_attention_gpu.py checks the other kernels.
 Needs a compute capability 9.0 device (H100/H200) and a build with sm_90a code; elsewhere only
-the refusal is checked. Every variant runs: 0 overlaps S = Q·Kᵀ of one tile with P·V of the
-previous one, 1 runs them in sequence; 2 and 3 do the same with 192-row blocks of three consumer
-warpgroups, at head_dim 64 only: at 128 they must be refused (kernels/attention/
-attention_flash_wgmma.cu)."""
+the refusal is checked. Every variant runs: 4 overlaps S = Q·Kᵀ of one tile with P·V of the
+previous one, 1 runs them in sequence (128-row blocks); 2 and 3 do the same with 192-row blocks
+of three consumer warpgroups, at head_dim 64 only: at 128 they must be refused. 0, the default,
+is 3 at head_dim 64 and 4 at 128 (kernels/attention/attention_flash_wgmma.cu)."""
 
 import numpy as np
 import pytest
@@ -22,7 +22,7 @@ def _hopper():
 
 
 hopper = pytest.mark.skipif(not _hopper(), reason="flash_wgmma needs a compute capability 9.0 device")
-VARIANTS = [0, 1, 2, 3]
+VARIANTS = [0, 1, 2, 3, 4]
 D64_ONLY = {2, 3}  # 192-row blocks: head_dim 128 is refused
 # Odd lengths, lengths that are not a multiple of the 128-row tiles, exact multiples, and one
 # longer than a pass of the 4-stage (head_dim 64) and 2-stage (128) rings.
@@ -75,8 +75,8 @@ def test_batch_and_head_variety(variant, batch, heads):
 @pytest.mark.parametrize("causal", [False, True])
 def test_peaked_scores_and_explicit_scale(variant, head_dim, causal):
     """Large, spread-out scores move the running max often: O's rescale must stay exact, also
-    when it waits for the overlapped P·V (variants 0 and 2), and when a warp skips it because
-    no row's max moved (2 and 3)."""
+    when it waits for the overlapped P·V (variants 2 and 4, 0 at head_dim 128), and when a warp
+    skips it because no row's max moved (2 and 3, 0 at head_dim 64)."""
     if refused(variant, head_dim):
         return
     q, k, v = inputs((1, 4, 300, head_dim), "float16", spread=6.0)
