@@ -548,8 +548,7 @@ launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
     // Variants 2 and 3 (192-row blocks) are head_dim 64 only: gp_attn_flash_wgmma_supports
     // refuses them at 128 (O's 64 registers do not fit the 160 a consumer gets).
-    // The default (variant 0) is the fastest measured on an H100 (NOTES.md): at head_dim 64 the
-    // 192-row block in sequence (as variant 3), at 128 the 128-row block overlapped (as 4).
+    // Variant 0: the fastest on an H100 (NOTES.md): as 3 at head_dim 64, as 4 at 128.
     if (p.head_dim == 64)
         switch (p.variant) {
         case 1:
