@@ -207,20 +207,25 @@ def child_paired(n_launch: int, n_ops: int, pairs: int) -> dict:
     if torch is not None:
         loops["torch_loop"] = (lambda: _timed(lambda: torch_loop(n_ops)) / n_ops, n_ops)
     prefixes = excluded_prefixes()
+    # line, stack: the notes; callbacks: the same CUPTI callbacks with a handler that returns at
+    # once (CUPTI's own cost); runtime_callbacks / driver_callbacks: one API's half of them alone.
+    # The modes take turns within each round (rotated), so a drift during the run (the trace
+    # growing, the machine) falls on every mode alike.
+    modes = {"line": (3, True), "stack": (3, True), "callbacks": (3, False),
+             "runtime_callbacks": (1, False), "driver_callbacks": (2, False)}
     with gp.profile(memory=False), gp.region("paired"):
         for name, (loop, count) in loops.items():
-            # line, stack: the notes; callbacks: the same CUPTI callbacks with a handler that
-            # returns at once (CUPTI's own cost); runtime_callbacks: the runtime API's alone
-            for mode in ("line", "stack", "callbacks", "runtime_callbacks"):
-                diffs, cpu_diffs = [], []
-                for i in range(pairs):
+            diffs = {m: [] for m in modes}
+            cpu_diffs = {m: [] for m in modes}
+            names = list(modes)
+            for i in range(pairs):
+                for mode in names[i % len(names):] + names[:i % len(names)]:
+                    domains, work = modes[mode]
                     order = (False, True) if i % 2 == 0 else (True, False)
                     got, cpu = {}, {}
                     for on in order:
                         if on:
-                            _C._pylines_start(mode == "stack", prefixes,
-                                              1 if mode == "runtime_callbacks" else 3,
-                                              mode in ("line", "stack"))
+                            _C._pylines_start(mode == "stack", prefixes, domains, work)
                         c0 = time.thread_time_ns()
                         got[on] = loop()
                         cpu[on] = (time.thread_time_ns() - c0) / count
@@ -228,10 +233,11 @@ def child_paired(n_launch: int, n_ops: int, pairs: int) -> dict:
                         if on:
                             _C._pylines_stop()
                             _C._pylines_take()
-                    diffs.append(got[True] - got[False])
-                    cpu_diffs.append(cpu[True] - cpu[False])
-                out[f"{name}_{mode}_added_ns"] = statistics.median(diffs)
-                out[f"{name}_{mode}_added_cpu_ns"] = statistics.median(cpu_diffs)
+                    diffs[mode].append(got[True] - got[False])
+                    cpu_diffs[mode].append(cpu[True] - cpu[False])
+            for mode in modes:
+                out[f"{name}_{mode}_added_ns"] = statistics.median(diffs[mode])
+                out[f"{name}_{mode}_added_cpu_ns"] = statistics.median(cpu_diffs[mode])
     if torch is not None:
         # What torch.profiler needs to tie a kernel to a Python line: CPU activity (the op events
         # that kernels link to) with stacks, against tracing the CUDA activity alone. (with_stack
