@@ -37,7 +37,9 @@ TIMING="reads_requested_time or times_that_stream or handles_agree or event_cloc
         or cold_is_slower or graph_mode_on_a_launch_bound or releases_the_gate
         or timed_without_the_gate or nested_gpu_times_are_ordered or exit_does_not_wait_for_the_gpu
         or noise_target"
-SKIP="sticky or fork or torch or cupy or cupti or ground_truth or $(echo $TIMING)"
+# needs CUPTI (it checks which kernel impl="auto" launched, through profile())
+CUPTI_TESTS="auto_runs_flash_wgmma"
+SKIP="sticky or fork or torch or cupy or cupti or $CUPTI_TESTS or ground_truth or $(echo $TIMING)"
 TOOLS=${TOOLS:-memcheck racecheck synccheck}    # e.g. TOOLS=memcheck
 TOOL_TIMEOUT=${TOOL_TIMEOUT:-0}                 # seconds per tool; 0: no limit
 SHARDS=${SHARDS:-1}     # tests split round-robin over this many sanitizer processes run at once
