@@ -43,8 +43,7 @@
 namespace gp_attn {
 namespace {
 
-constexpr int kBN = 128;       // keys per tile
-constexpr int kBlockCols = 64; // 16-bit elements per 128-byte swizzle row
+constexpr int kBN = 128; // keys per tile
 
 // The block's shape: CONSUMERS warpgroups of 64 query rows each, plus the producer warpgroup.
 // setmaxnreg moves registers from the producer to the consumers; the pool is the launch's
@@ -85,9 +84,9 @@ struct Args {
     gp_attn_params p;
 };
 
-#if GP_SM90A
-
 using namespace sm90;
+
+#if GP_SM90A
 
 struct Barriers {
     uint64_t *q, *k_full, *k_empty, *v_full, *v_empty;
@@ -423,83 +422,7 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1) flash_wgmma_kernel(const __grid_
 #endif
 }
 
-// ---- host ------------------------------------------------------------------------------------
-
-typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-// cuTensorMapEncodeTiled through the runtime, so that the extension never links libcuda.
-EncodeTiled
-encoder()
-{
-    static const EncodeTiled fn = [] {
-        void *f = nullptr;
-        cudaDriverEntryPointQueryResult status;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                             &status) != cudaSuccess ||
-            status != cudaDriverEntryPointSuccess) {
-            (void)cudaGetLastError();
-            return (EncodeTiled) nullptr;
-        }
-        return (EncodeTiled)f;
-    }();
-    return fn;
-}
-
-// A tensor [batch, heads, seq, head_dim] as a 4-D map, innermost first; boxes of 64 columns ×
-// `rows` rows of one (batch, head), swizzled by 128 bytes; out-of-range elements read as zero.
-bool
-encode(CUtensorMap *map, const void *ptr, const int64_t stride[3], const gp_attn_params &p,
-       int rows)
-{
-    const EncodeTiled fn = encoder();
-    if (fn == nullptr)
-        return false;
-    const cuuint64_t dims[4] = {(cuuint64_t)p.head_dim, (cuuint64_t)p.seq, (cuuint64_t)p.heads,
-                                (cuuint64_t)p.batch};
-    // Byte strides of seq, heads, batch. gpuprofile gives dimensions of size 1 a zero stride;
-    // the coordinate there is always 0, so any stride serves: a dense one, which the encoder
-    // accepts whatever it checks.
-    cuuint64_t strides[3] = {(cuuint64_t)stride[2] * 2, (cuuint64_t)stride[1] * 2,
-                             (cuuint64_t)stride[0] * 2};
-    for (int i = 0; i < 3; i++)
-        if (dims[i + 1] == 1) {
-            const cuuint64_t dense = i == 0 ? dims[0] * 2 : strides[i - 1] * dims[i];
-            strides[i] = dense < ((cuuint64_t)1 << 40) ? dense : strides[i - 1];
-        }
-    const cuuint32_t box[4] = {(cuuint32_t)kBlockCols, (cuuint32_t)rows, 1, 1};
-    const cuuint32_t unit[4] = {1, 1, 1, 1};
-    const CUtensorMapDataType type =
-        p.dtype == GP_ATTN_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    return fn(map, type, 4, const_cast<void *>(ptr), dims, strides, box, unit,
-              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// An sm_90 device (wgmma and TMA as compiled here exist on 9.0 only) and sm_90a code in this
-// build for the kernel.
-template <typename Kernel>
-bool
-runnable_here(Kernel kernel)
-{
-    int device, major, minor;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
-        major != 9 || minor != 0) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess || attr.binaryVersion != 90) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return true;
-}
+// ---- host (the tensor maps' encoding: attention_sm90.cuh) -------------------------------------
 
 // runnable_here for the current device, asked once per device: every instantiation comes from
 // this one translation unit, so they share the binary version. 0: not asked yet, 1: yes, -1: no.
