@@ -81,6 +81,30 @@ mbar_wait(uint64_t *bar, uint32_t parity)
     } while (!done);
 }
 
+// 2^x on the MUFU pipe (flush-to-zero; ex2(-inf) = 0).
+__device__ __forceinline__ float
+ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// ---- named barriers (ids 1-15; 0 is __syncthreads): `threads` counts both the threads that wait
+// (bar.sync) and those that only arrive (bar.arrive); a multiple of 32, every thread of a warp alike.
+
+__device__ __forceinline__ void
+bar_sync(uint32_t id, uint32_t threads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void
+bar_arrive(uint32_t id, uint32_t threads)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // ---- TMA ---------------------------------------------------------------------------------------
 
 __device__ __forceinline__ void
