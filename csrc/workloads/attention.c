@@ -489,7 +489,7 @@ static PyMethodDef attention_methods[] = {
      "variant=0)\n--\n\n"
      "See gpuprofile.kernels.attention. `variant` selects alternative kernel "
      "configurations for tuning (kernels/attention/NOTES.md): flash_tc 1..ATTENTION_MAX_VARIANT, "
-     "flash 1, flash_wgmma 1 and 4 and, at head_dim 64 only, flash_wgmma 2 and 3 (others as 0); "
+     "flash 1, flash_wgmma 1, 4 and 5 and, at head_dim 64 only, flash_wgmma 2 and 3 (others as 0); "
      "0 is the default."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "

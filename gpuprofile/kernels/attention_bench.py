@@ -29,7 +29,8 @@ from . import reference as ref
 MAX_VARIANT = _C.ATTENTION_MAX_VARIANT
 # "<impl>_v<N>": impl with variant=N, the alternative tiles kept for tuning (kernels/attention/NOTES.md)
 VARIANTS = tuple(f"flash_tc_v{i}" for i in range(1, MAX_VARIANT + 1)) + (
-    "flash_v1", "flash_wgmma_v1", "flash_wgmma_v2", "flash_wgmma_v3", "flash_wgmma_v4")
+    "flash_v1", "flash_wgmma_v1", "flash_wgmma_v2", "flash_wgmma_v3", "flash_wgmma_v4",
+    "flash_wgmma_v5")
 # flash_wgmma_v2 and _v3 (192-row blocks) take head_dim 64 only; at 128 the kernel call refuses.
 # flash_wgmma runs on compute capability 9.0 only, so it is not in the defaults (which run on
 # any device); name it, or "auto" (what impl="auto" picks on this device), to time it.

@@ -45,8 +45,9 @@ typedef struct {
      * blocks in sequence at head_dim 64, 128-row blocks overlapped at 128) 1 (128-row, the two
      * products in sequence), 2 and 3 (head_dim 64 only: 192-row blocks of three consumer
      * warpgroups, overlapped and in sequence; refused at head_dim 128), 4 (128-row overlapped,
-     * the head_dim 64 default before variant 3 measured faster), other values run the default;
-     * naive ignores it. */
+     * the head_dim 64 default before variant 3 measured faster), 5 (ping-pong: the consumer
+     * warpgroups take turns issuing their products; 192-row blocks at head_dim 64, 128-row at
+     * 128), other values run the default; naive ignores it. */
     int variant;
 } gp_attn_params;
 

@@ -35,6 +35,10 @@
 //       (see consume). Every tile it computes starts at or before its first row (64-row
 //       warpgroups, 128-key tiles), so as in v1 every row's running max is finite after tile 0
 //       for finite inputs; the -inf guard of softmax stays for Inf in Q or K (NOTES.md).
+//   v3  Variant 5, ping-pong (not yet run on a GPU): each consumer waits for its own wgmma as in
+//       the sequential schedule, but the consumers take turns (named barriers, see consume) to
+//       issue P·V of tile j-1 together with S of tile j, so one's softmax runs while another's
+//       wgmma run. 192-row block at head_dim 64, 128-row at 128; arithmetic as variants 1 and 3.
 #include "attention_sm90.cuh"
 
 #include <atomic>
@@ -43,8 +47,13 @@
 namespace gp_attn {
 namespace {
 
-constexpr int kBN = 128;       // keys per tile
-constexpr int kBlockCols = 64; // 16-bit elements per 128-byte swizzle row
+constexpr int kBN = 128; // keys per tile
+
+// A consumer's order of work per key tile j (the versions above): S_j, softmax, P·V_j in
+// sequence; S_j issued before P·V_(j-1) (overlapped); or in sequence within the warpgroup, with
+// the consumers taking turns to issue P·V_(j-1) and S_j together (ping-pong, v3).
+enum class Schedule { sequential, overlapped, pingpong };
+constexpr uint32_t kTurnBarrier = 1; // named barriers 1 .. CONSUMERS: consumer c's turn at 1 + c
 
 // The block's shape: CONSUMERS warpgroups of 64 query rows each, plus the producer warpgroup.
 // setmaxnreg moves registers from the producer to the consumers; the pool is the launch's
@@ -85,9 +94,9 @@ struct Args {
     gp_attn_params p;
 };
 
-#if GP_SM90A
-
 using namespace sm90;
+
+#if GP_SM90A
 
 struct Barriers {
     uint64_t *q, *k_full, *k_empty, *v_full, *v_empty;
@@ -128,14 +137,6 @@ produce(const Args &a, uint8_t *smem, const Barriers &bar, int m0, int n_tiles)
         for (int c = 0; c < D / kBlockCols; c++)
             tma_load_4d(v + c * kBN * 128, &a.v, &bar.v_full[s], c * kBlockCols, j * kBN, h, b);
     }
-}
-
-__device__ __forceinline__ float
-ex2(float x)
-{
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
 }
 
 // Per consumer thread (accumulator layout of wgmma, as mma.sync's per 8 columns): element
@@ -292,7 +293,7 @@ key_tiles(const gp_attn_params &p, int row_end)
 // one (K) or two (V: the overlapped schedule's final P·V releases nothing), while the producer
 // waits only for tiles STAGES (>= 2) or more before its last. The phases left incomplete are never
 // waited on.
-template <typename T, int D, typename B, bool OVERLAP>
+template <typename T, int D, typename B, Schedule S>
 __device__ void
 consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int block_tiles,
         int cw)
@@ -325,7 +326,7 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
     auto parity = [](int j) { return (uint32_t)(j / L::STAGES) & 1; };
 
     mbar_wait(bar.q, 0);
-    if constexpr (OVERLAP) {
+    if constexpr (S == Schedule::overlapped) {
         mbar_wait(&bar.k_full[0], 0);
         c.issue_qk(q, k0);
         wgmma_wait<0>();
@@ -356,7 +357,7 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
         c.issue_pv(v0 + sl * L::KV_BYTES);
         wgmma_wait<0>();
         pin(c.o);
-    } else {
+    } else if constexpr (S == Schedule::sequential) {
         for (int j = 0; j < n_tiles; j++) {
             const int s = j % L::STAGES;
             mbar_wait(&bar.k_full[s], parity(j));
@@ -373,13 +374,67 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
             pin(c.o);
             mbar_arrive(&bar.v_empty[s]);
         }
+    } else {
+        // Turn j: P·V of tile j-1 and S of tile j (turn 0: S only; turn n_tiles: P·V only).
+        // Every consumer takes block_tiles + 1 turns, also one with a tile fewer (its last turn
+        // is empty), so the ring never waits for a turn that is not taken. Data is waited for
+        // before the turn; the turn holder waits for nothing but its own issue. The wgmma are
+        // issued outside conditionals (ptxas serializes them in a divergent path).
+        const int turns = block_tiles + 1;
+        auto turn = [&](int j) {
+            if (j > 0 || cw > 0) // consumer 0 holds the first turn
+                bar_sync(kTurnBarrier + cw, 256);
+        };
+        auto pass = [&](int j) {
+            if (j < turns - 1 || cw < B::consumers - 1) // no turn after the last one
+                bar_arrive(kTurnBarrier + (cw + 1) % B::consumers, 256);
+        };
+        auto scores = [&](int j, int s) { // after S of tile j (in stage s) finished
+            mbar_arrive(&bar.k_empty[s]);
+            scores_ready(j);
+            c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
+            c.to_a();
+        };
+        mbar_wait(&bar.k_full[0], 0);
+        turn(0);
+        c.issue_qk(q, k0);
+        pass(0);
+        wgmma_wait<0>();
+        pin(c.s);
+        scores(0, 0);
+        for (int j = 1; j < n_tiles; j++) {
+            const int s = j % L::STAGES, sp = (j - 1) % L::STAGES;
+            mbar_wait(&bar.v_full[sp], parity(j - 1));
+            mbar_wait(&bar.k_full[s], parity(j));
+            turn(j);
+            c.issue_pv(v0 + sp * L::KV_BYTES);
+            c.issue_qk(q, k0 + s * L::KV_BYTES);
+            pass(j);
+            wgmma_wait<0>();
+            pin(c.s);
+            pin(c.o);
+            pin(c.pa);
+            mbar_arrive(&bar.v_empty[sp]);
+            scores(j, s);
+        }
+        const int sl = (n_tiles - 1) % L::STAGES;
+        mbar_wait(&bar.v_full[sl], parity(n_tiles - 1));
+        turn(n_tiles);
+        c.issue_pv(v0 + sl * L::KV_BYTES);
+        pass(n_tiles);
+        wgmma_wait<0>();
+        pin(c.o);
+        for (int j = n_tiles + 1; j < turns; j++) { // empty turns: only passed on
+            turn(j);
+            pass(j);
+        }
     }
     c.store(p, r0, lane);
 }
 
 #endif // GP_SM90A
 
-template <typename T, int D, int CONSUMERS, bool OVERLAP>
+template <typename T, int D, int CONSUMERS, Schedule S>
 __global__ void
 __launch_bounds__(Block<CONSUMERS>::threads, 1) flash_wgmma_kernel(const __grid_constant__ Args a)
 {
@@ -417,89 +472,13 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1) flash_wgmma_kernel(const __grid_
         return;
     }
     regs_claim<B::consumer_regs>();
-    consume<T, D, B, OVERLAP>(p, smem, bar, m0, n_tiles, wg - 1);
+    consume<T, D, B, S>(p, smem, bar, m0, n_tiles, wg - 1);
 #else
     __trap(); // built without sm_90a code; the launcher never gets here (it checks the binary)
 #endif
 }
 
-// ---- host ------------------------------------------------------------------------------------
-
-typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
-                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
-                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
-// cuTensorMapEncodeTiled through the runtime, so that the extension never links libcuda.
-EncodeTiled
-encoder()
-{
-    static const EncodeTiled fn = [] {
-        void *f = nullptr;
-        cudaDriverEntryPointQueryResult status;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
-                                             &status) != cudaSuccess ||
-            status != cudaDriverEntryPointSuccess) {
-            (void)cudaGetLastError();
-            return (EncodeTiled) nullptr;
-        }
-        return (EncodeTiled)f;
-    }();
-    return fn;
-}
-
-// A tensor [batch, heads, seq, head_dim] as a 4-D map, innermost first; boxes of 64 columns ×
-// `rows` rows of one (batch, head), swizzled by 128 bytes; out-of-range elements read as zero.
-bool
-encode(CUtensorMap *map, const void *ptr, const int64_t stride[3], const gp_attn_params &p,
-       int rows)
-{
-    const EncodeTiled fn = encoder();
-    if (fn == nullptr)
-        return false;
-    const cuuint64_t dims[4] = {(cuuint64_t)p.head_dim, (cuuint64_t)p.seq, (cuuint64_t)p.heads,
-                                (cuuint64_t)p.batch};
-    // Byte strides of seq, heads, batch. gpuprofile gives dimensions of size 1 a zero stride;
-    // the coordinate there is always 0, so any stride serves: a dense one, which the encoder
-    // accepts whatever it checks.
-    cuuint64_t strides[3] = {(cuuint64_t)stride[2] * 2, (cuuint64_t)stride[1] * 2,
-                             (cuuint64_t)stride[0] * 2};
-    for (int i = 0; i < 3; i++)
-        if (dims[i + 1] == 1) {
-            const cuuint64_t dense = i == 0 ? dims[0] * 2 : strides[i - 1] * dims[i];
-            strides[i] = dense < ((cuuint64_t)1 << 40) ? dense : strides[i - 1];
-        }
-    const cuuint32_t box[4] = {(cuuint32_t)kBlockCols, (cuuint32_t)rows, 1, 1};
-    const cuuint32_t unit[4] = {1, 1, 1, 1};
-    const CUtensorMapDataType type =
-        p.dtype == GP_ATTN_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    return fn(map, type, 4, const_cast<void *>(ptr), dims, strides, box, unit,
-              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
-// An sm_90 device (wgmma and TMA as compiled here exist on 9.0 only) and sm_90a code in this
-// build for the kernel.
-template <typename Kernel>
-bool
-runnable_here(Kernel kernel)
-{
-    int device, major, minor;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
-        major != 9 || minor != 0) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess || attr.binaryVersion != 90) {
-        (void)cudaGetLastError();
-        return false;
-    }
-    return true;
-}
+// ---- host (the tensor maps' encoding: attention_sm90.cuh) -------------------------------------
 
 // runnable_here for the current device, asked once per device: every instantiation comes from
 // this one translation unit, so they share the binary version. 0: not asked yet, 1: yes, -1: no.
@@ -516,7 +495,7 @@ runnable_on_current_device()
     int state = known[device].load(std::memory_order_relaxed);
     if (state == 0) {
         state =
-            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 64, 2, true>) && encoder() != nullptr
+            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 64, 2, Schedule::overlapped>) && encoder() != nullptr
                 ? 1
                 : -1;
         known[device].store(state, std::memory_order_relaxed);
@@ -524,12 +503,12 @@ runnable_on_current_device()
     return state == 1;
 }
 
-template <typename T, int D, int CONSUMERS, bool OVERLAP>
+template <typename T, int D, int CONSUMERS, Schedule S>
 cudaError_t
 launch(const gp_attn_params &p, cudaStream_t stream)
 {
     using B = Block<CONSUMERS>;
-    auto kernel = flash_wgmma_kernel<T, D, CONSUMERS, OVERLAP>;
+    auto kernel = flash_wgmma_kernel<T, D, CONSUMERS, S>;
     if (!runnable_on_current_device())
         return cudaErrorNotSupported;
     Args a;
@@ -547,21 +526,32 @@ cudaError_t
 launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
     // Variants 2 and 3 (192-row blocks) are head_dim 64 only: gp_attn_flash_wgmma_supports
-    // refuses them at 128 (O's 64 registers do not fit the 160 a consumer gets).
+    // refuses them at 128 (O's 64 registers do not fit the 160 a consumer gets). Variant 5 takes
+    // the 192-row block at 64 and the 128-row one at 128.
     // Variant 0: the fastest on an H100 (NOTES.md): as 3 at head_dim 64, as 4 at 128.
+    constexpr Schedule seq = Schedule::sequential, ovl = Schedule::overlapped,
+                       pp = Schedule::pingpong;
     if (p.head_dim == 64)
         switch (p.variant) {
         case 1:
-            return launch<T, 64, 2, false>(p, stream);
+            return launch<T, 64, 2, seq>(p, stream);
         case 2:
-            return launch<T, 64, 3, true>(p, stream);
+            return launch<T, 64, 3, ovl>(p, stream);
         case 4:
-            return launch<T, 64, 2, true>(p, stream);
+            return launch<T, 64, 2, ovl>(p, stream);
+        case 5:
+            return launch<T, 64, 3, pp>(p, stream);
         default:
-            return launch<T, 64, 3, false>(p, stream);
+            return launch<T, 64, 3, seq>(p, stream);
         }
-    return p.variant == 1 ? launch<T, 128, 2, false>(p, stream)
-                          : launch<T, 128, 2, true>(p, stream);
+    switch (p.variant) {
+    case 1:
+        return launch<T, 128, 2, seq>(p, stream);
+    case 5:
+        return launch<T, 128, 2, pp>(p, stream);
+    default:
+        return launch<T, 128, 2, ovl>(p, stream);
+    }
 }
 
 } // namespace

@@ -1,7 +1,8 @@
 // Hopper (sm_90a) building blocks for attention_flash_wgmma.cu: mbarriers, TMA tile loads,
 // warpgroup MMA (wgmma) with its shared-memory descriptors, and register reallocation between
 // warpgroups. All of it is PTX that only sm_90a has, so the device functions exist only when the
-// file is compiled for compute_90a (GP_SM90A); other passes see the host-side types alone.
+// file is compiled for compute_90a (GP_SM90A); other passes see the host side alone: the tensor
+// maps' encoding and the check that the device runs this build's sm_90a code.
 //
 // Shared-memory tiles use the 128-byte swizzle that TMA (CU_TENSOR_MAP_SWIZZLE_128B) writes and
 // wgmma reads: a tile is stored as column blocks of 64 16-bit elements (128 bytes, one row of
@@ -78,6 +79,30 @@ mbar_wait(uint64_t *bar, uint32_t parity)
                      : "r"(addr), "r"(parity)
                      : "memory");
     } while (!done);
+}
+
+// 2^x on the MUFU pipe (flush-to-zero; ex2(-inf) = 0).
+__device__ __forceinline__ float
+ex2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+// ---- named barriers (ids 1-15; 0 is __syncthreads): `threads` counts both the threads that wait
+// (bar.sync) and those that only arrive (bar.arrive); a multiple of 32, every thread of a warp alike.
+
+__device__ __forceinline__ void
+bar_sync(uint32_t id, uint32_t threads)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
+__device__ __forceinline__ void
+bar_arrive(uint32_t id, uint32_t threads)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // ---- TMA ---------------------------------------------------------------------------------------
@@ -235,6 +260,86 @@ GP_WGMMA(__nv_bfloat16, "bf16", 128, GP_R64, GP_F64, "%64, %65", "%66", "{%64, %
 #undef GP_F8
 
 #endif // GP_SM90A
+
+// ---- host: tensor maps for TMA, and whether the device runs sm_90a code ----------------------
+
+constexpr int kBlockCols = 64; // 16-bit elements per 128-byte swizzle row: a TMA box's width
+
+typedef CUresult (*EncodeTiled)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *,
+                                const cuuint64_t *, const cuuint64_t *, const cuuint32_t *,
+                                const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// cuTensorMapEncodeTiled through the runtime, so that the extension never links libcuda.
+inline EncodeTiled
+encoder()
+{
+    static const EncodeTiled fn = [] {
+        void *f = nullptr;
+        cudaDriverEntryPointQueryResult status;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault,
+                                             &status) != cudaSuccess ||
+            status != cudaDriverEntryPointSuccess) {
+            (void)cudaGetLastError();
+            return (EncodeTiled) nullptr;
+        }
+        return (EncodeTiled)f;
+    }();
+    return fn;
+}
+
+// A tensor [batch, heads, seq, head_dim] as a 4-D map, innermost first; boxes of 64 columns ×
+// `rows` rows of one (batch, head), swizzled by 128 bytes; out-of-range elements read as zero.
+inline bool
+encode(CUtensorMap *map, const void *ptr, const int64_t stride[3], const gp_attn_params &p,
+       int rows)
+{
+    const EncodeTiled fn = encoder();
+    if (fn == nullptr)
+        return false;
+    const cuuint64_t dims[4] = {(cuuint64_t)p.head_dim, (cuuint64_t)p.seq, (cuuint64_t)p.heads,
+                                (cuuint64_t)p.batch};
+    // Byte strides of seq, heads, batch. gpuprofile gives dimensions of size 1 a zero stride;
+    // the coordinate there is always 0, so any stride serves: a dense one, which the encoder
+    // accepts whatever it checks.
+    cuuint64_t strides[3] = {(cuuint64_t)stride[2] * 2, (cuuint64_t)stride[1] * 2,
+                             (cuuint64_t)stride[0] * 2};
+    for (int i = 0; i < 3; i++)
+        if (dims[i + 1] == 1) {
+            const cuuint64_t dense = i == 0 ? dims[0] * 2 : strides[i - 1] * dims[i];
+            strides[i] = dense < ((cuuint64_t)1 << 40) ? dense : strides[i - 1];
+        }
+    const cuuint32_t box[4] = {(cuuint32_t)kBlockCols, (cuuint32_t)rows, 1, 1};
+    const cuuint32_t unit[4] = {1, 1, 1, 1};
+    const CUtensorMapDataType type =
+        p.dtype == GP_ATTN_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    return fn(map, type, 4, const_cast<void *>(ptr), dims, strides, box, unit,
+              CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+              CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// An sm_90 device (wgmma and TMA as compiled here exist on 9.0 only) and sm_90a code in this
+// build for the kernel.
+template <typename Kernel>
+bool
+runnable_here(Kernel kernel)
+{
+    int device, major, minor;
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
+        major != 9 || minor != 0) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    cudaFuncAttributes attr;
+    if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess || attr.binaryVersion != 90) {
+        (void)cudaGetLastError();
+        return false;
+    }
+    return true;
+}
 
 } // namespace sm90
 } // namespace gp_attn
