@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 import traceback
 
+from .._cli_common import error, write_json
+
 BENCH_EXAMPLE = """\
 examples:
   gpuprofile bench -s "import torch; x = torch.randn(4096, 4096, device='cuda')" "x @ x" \\
@@ -73,11 +75,6 @@ def add_parsers(sub, formatter) -> None:
     p.set_defaults(func=compare_main)
 
 
-def _error(prog: str, message: str, code: int) -> int:
-    print(f"gpuprofile {prog}: error: {message}", file=sys.stderr)
-    return code
-
-
 def bench_main(args) -> int:
     from .. import _C
     from ..device import device_count
@@ -88,7 +85,7 @@ def bench_main(args) -> int:
     namespace: dict = {}
     if args.mode == "graph":
         if device_count() == 0:
-            return _error("bench", "--mode graph needs a CUDA device "
+            return error("gpuprofile bench", "--mode graph needs a CUDA device "
                                    f"({_C._cuda_status()['reason'] or 'none found'})", 1)
         from .streams import Stream
 
@@ -96,10 +93,10 @@ def bench_main(args) -> int:
     try:
         fn, _ = compile_stmt(stmt, "\n".join(args.setup), namespace, name=args.name)
     except BadStatement as e:
-        return _error("bench", str(e), 2)
+        return error("gpuprofile bench", str(e), 2)
     except Exception:
         traceback.print_exc()
-        return _error("bench", "the setup raised (traceback above)", 1)
+        return error("gpuprofile bench", "the setup raised (traceback above)", 1)
     if args.clock in ("auto", "host") and device_count() == 0:
         print(f"gpuprofile bench: no CUDA device ({_C._cuda_status()['reason'] or 'none found'}): "
               "timing with the host clock", file=sys.stderr)
@@ -109,20 +106,20 @@ def bench_main(args) -> int:
                            stream=namespace.get("stream"))
     except (TypeError, ValueError) as e:
         if _raised_by_options(e):
-            return _error("bench", str(e), 2)
+            return error("gpuprofile bench", str(e), 2)
         traceback.print_exc()
-        return _error("bench", "the statement raised (traceback above)", 1)
+        return error("gpuprofile bench", "the statement raised (traceback above)", 1)
     except _C.NoDeviceError as e:
-        return _error("bench", str(e), 1)
+        return error("gpuprofile bench", str(e), 1)
     except Exception:
         traceback.print_exc()
-        return _error("bench", "the statement raised (traceback above)", 1)
+        return error("gpuprofile bench", "the statement raised (traceback above)", 1)
     print(result)
     if args.json:
         try:
             result.save(args.json)
         except OSError as e:
-            return _error("bench", f"cannot write {args.json}: {e}", 1)
+            return error("gpuprofile bench", f"cannot write {args.json}: {e}", 1)
         print(f"gpuprofile bench: result saved to {args.json}", file=sys.stderr)
     return 0
 
@@ -137,26 +134,20 @@ def compare_main(args) -> int:
     from .files import ResultFileError, compare_files, file_labels, load_results
 
     if len(args.files) < 2:
-        return _error("compare", "give at least two files (the first is the baseline)", 2)
+        return error("gpuprofile compare", "give at least two files (the first is the baseline)", 2)
     if not args.fail_slower >= 0:
-        return _error("compare", f"--fail-slower must be >= 0, got {args.fail_slower}", 2)
+        return error("gpuprofile compare", f"--fail-slower must be >= 0, got {args.fail_slower}", 2)
     try:
         loaded = [load_results(path) for path in args.files]
     except ResultFileError as e:
-        return _error("compare", str(e), 2)
+        return error("gpuprofile compare", str(e), 2)
     try:
         comparison = compare_files(list(zip(file_labels(args.files), loaded, strict=True)), args.baseline)
     except ValueError as e:
-        return _error("compare", str(e), 2)
+        return error("gpuprofile compare", str(e), 2)
     print(comparison)
-    if args.json:
-        import json
-
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(comparison.to_dict(), f, indent=1)
-        except OSError as e:
-            return _error("compare", f"cannot write {args.json}: {e}", 1)
+    if args.json and write_json("gpuprofile compare", args.json, comparison.to_dict()):
+        return 1
     slower = comparison.regressions(args.fail_slower)
     if slower:
         names = ", ".join(f"{r.name} ({r.file}, {r.ratio:.3g}x)" for r in slower)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import sys
+
+from .._cli_common import error, write_json
 
 METRICS_EXAMPLE = """\
 examples:
@@ -102,11 +103,6 @@ def script_callable(script: str, args: list, prog: str):
     return run
 
 
-def _error(prog: str, message: str, code: int) -> int:
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    return code
-
-
 def check_args(args, prog: str) -> str | None:
     """A usage error's message, or None."""
     if not os.path.isfile(args.script):
@@ -142,7 +138,7 @@ def metrics_main(args) -> int:
     except ValueError as e:
         problem = str(e)
     if problem is not None:
-        return _error(prog, problem, 2)
+        return error(prog, problem, 2)
     from .metrics import metrics
 
     def collect():
@@ -158,7 +154,7 @@ def stalls_main(args) -> int:
     if problem is None and args.period is not None and not 5 <= args.period <= 31:
         problem = f"--period must be within 5..31, got {args.period}"
     if problem is not None:
-        return _error(prog, problem, 2)
+        return error(prog, problem, 2)
     from .stalls import stalls
 
     return _report(prog, lambda: stalls(script_callable(args.script, args.args, prog),
@@ -172,24 +168,21 @@ def _report(prog: str, collect, args) -> int:
     try:
         result = collect()
     except ScriptFailed as e:
-        return _error(prog, f"{e} (its output is above); nothing measured", e.code)
+        return error(prog, f"{e} (its output is above); nothing measured", e.code)
     except _C.NoDeviceError as e:
-        return _error(prog, f"needs a CUDA device: {e}", 1)
+        return error(prog, f"needs a CUDA device: {e}", 1)
     except _C.GpuProfileError as e:
         hint = (" (the script runs once per pass: every run must launch the same kernels)"
                 if "replayable" in str(e) else "")
-        return _error(prog, f"{e}{hint}", 1)
+        return error(prog, f"{e}{hint}", 1)
     except ValueError as e:  # unknown metric names (with suggestions), past --max-passes/--max-kernels
         hint = " (on this command line: --max-kernels N)" if "max_kernels=" in str(e) else ""
-        return _error(prog, f"{e}{hint}", 2)
+        return error(prog, f"{e}{hint}", 2)
     if args.kernel is not None:
         result = result.select(args.kernel)
     print(result)
     if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(result.to_dict(), f, indent=1)
-        except OSError as e:
-            return _error(prog, f"cannot write {args.json}: {e}", 1)
+        if write_json(prog, args.json, result.to_dict()):
+            return 1
         print(f"{prog}: written to {args.json}", file=sys.stderr)
     return 0

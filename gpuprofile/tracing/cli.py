@@ -3,8 +3,9 @@ gpuprofile/cli.py dispatches here."""
 
 from __future__ import annotations
 
-import json
 import sys
+
+from .._cli_common import write_json
 
 MERGE_EXAMPLE = """\
 examples:
@@ -48,10 +49,5 @@ def merge_main(args) -> int:
         return 1
     print(result)
     if args.json:
-        try:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(result.to_dict(), f, indent=1)
-        except OSError as exc:
-            print(f"gpuprofile merge: error: {exc}", file=sys.stderr)
-            return 1
+        return write_json("gpuprofile merge", args.json, result.to_dict())
     return 0

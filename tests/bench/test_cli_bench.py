@@ -220,6 +220,10 @@ def test_compare_command_exit_codes_for_ci(tmp_path, capsys):
     assert json.loads(out.read_text())["baseline"] == "main.json"
     assert main(["compare", str(base), str(worse), "--fail-slower", "15"]) == 0
     assert main(["compare", str(worse), str(base), "--baseline", "1"]) == 1
+    capsys.readouterr()
+    # --json that cannot be written: exit 1, said on stderr (here a directory)
+    assert main(["compare", str(base), str(base), "--json", str(tmp_path)]) == 1
+    assert f"gpuprofile compare: error: cannot write {tmp_path}: " in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,0 +1,22 @@
+"""What the subcommands' mains share: an error line with an exit status, and --json output."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+
+def error(prog: str, message: str, code: int) -> int:
+    """Prints '<prog>: error: <message>' to stderr; returns `code` (the exit status)."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return code
+
+
+def write_json(prog: str, path: str, data) -> int:
+    """Writes `data` as JSON to `path`: 0, or 1 after an error line when it cannot be written."""
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(data, f, indent=1)
+    except OSError as e:
+        return error(prog, f"cannot write {path}: {e}", 1)
+    return 0
