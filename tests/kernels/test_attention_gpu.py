@@ -169,17 +169,23 @@ class CAIView:
             "strides": tuple(s * item for s in strides), "stream": 1}
 
 
+def bnhd_case(b, n, h, d, dtype="float16"):
+    """Random Q, K, V (host, [batch, heads, seq, head_dim]); views of that shape over device
+    memory laid out [batch, seq, heads, head_dim] holding them; a poisoned output in that layout
+    and its view. Returns ((q, k, v), views, out_mem, out_view)."""
+    q, k, v = inputs((b, h, n, d), dtype)
+    strides = (n * h * d, d, h * d, 1)
+    views = [CAIView(kernels.to_device(np.ascontiguousarray(x.transpose(0, 2, 1, 3)), dtype),
+                     (b, h, n, d), strides) for x in (q, k, v)]
+    out_mem = poisoned((b, n, h, d), dtype)
+    return (q, k, v), views, out_mem, CAIView(out_mem, (b, h, n, d), strides)
+
+
 @pytest.mark.parametrize("impl", ["naive", "flash", "flash_tc"])
 def test_strided_inputs_and_output(impl):
     """Q, K, V as [batch, heads, seq, head_dim] views of [batch, seq, heads, head_dim] memory."""
-    b, n, h, d = 2, 45, 3, 64
-    q, k, v = inputs((b, h, n, d), "float16")
-    bnhd = [kernels.to_device(np.ascontiguousarray(x.transpose(0, 2, 1, 3)), "float16")
-            for x in (q, k, v)]
-    strides = (n * h * d, d, h * d, 1)
-    views = [CAIView(x, (b, h, n, d), strides) for x in bnhd]
-    out_mem = poisoned((b, n, h, d), "float16")
-    kernels.attention(*views, impl=impl, out=CAIView(out_mem, (b, h, n, d), strides))
+    (q, k, v), views, out_mem, out = bnhd_case(2, 45, 3, 64)
+    kernels.attention(*views, impl=impl, out=out)
     check(out_mem.numpy().transpose(0, 2, 1, 3), q, k, v, "float16")
 
 

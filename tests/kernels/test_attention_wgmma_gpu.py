@@ -9,7 +9,7 @@ default, is 3 at head_dim 64 and 4 at 128 (kernels/attention/attention_flash_wgm
 
 import numpy as np
 import pytest
-from test_attention_gpu import CAIView, check, inputs, poisoned
+from test_attention_gpu import bnhd_case, check, inputs, poisoned
 
 import gpuprofile as gp
 from gpuprofile import _C, kernels
@@ -90,15 +90,8 @@ def test_peaked_scores_and_explicit_scale(variant, head_dim, causal):
 def test_strided_inputs_and_output(variant):
     """Q, K, V and O as [batch, heads, seq, head_dim] views of [batch, seq, heads, head_dim]
     memory: the tensor maps take the strides, not a dense layout."""
-    b, n, h, d = 2, 200, 3, 64 if variant in D64_ONLY else 128
-    q, k, v = inputs((b, h, n, d), "float16")
-    bnhd = [kernels.to_device(np.ascontiguousarray(x.transpose(0, 2, 1, 3)), "float16")
-            for x in (q, k, v)]
-    strides = (n * h * d, d, h * d, 1)
-    views = [CAIView(x, (b, h, n, d), strides) for x in bnhd]
-    out_mem = poisoned((b, n, h, d), "float16")
-    _C._attention(*views, CAIView(out_mem, (b, h, n, d), strides), impl="flash_wgmma",
-                  causal=True, variant=variant)
+    (q, k, v), views, out_mem, out = bnhd_case(2, 200, 3, 64 if variant in D64_ONLY else 128)
+    _C._attention(*views, out, impl="flash_wgmma", causal=True, variant=variant)
     check(out_mem.numpy().transpose(0, 2, 1, 3), q, k, v, "float16", True)
 
 
