@@ -27,6 +27,7 @@ import subprocess
 import sys
 
 import gpuprofile as gp
+from gpuprofile import _C
 from gpuprofile.counters.metric_sets import DRAM_READ, DRAM_WRITE, DURATION, TENSOR_PIPE
 from gpuprofile.kernels import attention_flops
 from gpuprofile.kernels.attention_bench import (
@@ -63,8 +64,9 @@ def runnable(impl, inp, torch) -> str | None:
     """None if impl can run here, else why not."""
     if impl in PEERS and torch is None:
         return "torch with CUDA is not installed"
-    if impl == "flash_wgmma" and tuple(gp.device_info().compute_capability) != (9, 0):
-        return "needs a compute capability 9.0 device"
+    # what impl="auto" would pick here says whether this device and build run flash_wgmma
+    if impl == "flash_wgmma" and _C._attention_auto_impl(inp.dtype, inp.shape[3], True) != impl:
+        return "needs a compute capability 9.0 device and a build with sm_90a code"
     return None
 
 
