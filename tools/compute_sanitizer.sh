@@ -43,6 +43,10 @@ SKIP="sticky or fork or torch or cupy or cupti or $CUPTI_TESTS or ground_truth o
 TOOLS=${TOOLS:-memcheck racecheck synccheck}    # e.g. TOOLS=memcheck
 TOOL_TIMEOUT=${TOOL_TIMEOUT:-0}                 # seconds per tool; 0: no limit
 SHARDS=${SHARDS:-1}     # tests split round-robin over this many sanitizer processes run at once
+if ! [[ "$SHARDS" =~ ^[1-9][0-9]*$ ]]; then
+    echo "compute_sanitizer.sh: SHARDS must be a positive integer, got '$SHARDS'" >&2
+    exit 2
+fi
 
 # run_one TOOL LOG pytest-args...: one compute-sanitizer process; prints its exit status meaning
 run_one() {
@@ -69,7 +73,7 @@ for tool in $TOOLS; do
             | grep '::' > "$OUT/$tool.ids"
         pids=(); logs=()
         for ((k = 0; k < SHARDS; k++)); do
-            awk -v n="$SHARDS" -v k="$k" 'NR % n == k' "$OUT/$tool.ids" > "$OUT/$tool.$k.ids"
+            awk -v n="$SHARDS" -v k="$k" '(NR - 1) % n == k' "$OUT/$tool.ids" > "$OUT/$tool.$k.ids"
             mapfile -t ids < "$OUT/$tool.$k.ids"
             [ ${#ids[@]} -eq 0 ] && continue
             run_one "$tool" "$OUT/$tool.$k.log" "${ids[@]}" "$@" > "$OUT/$tool.$k.out" 2>&1 &
