@@ -27,6 +27,8 @@
     X(cuptiActivityRegisterCallbacks)                                                              \
     X(cuptiActivityEnable)                                                                         \
     X(cuptiActivityDisable)                                                                        \
+    X(cuptiActivityEnableRuntimeApi)                                                               \
+    X(cuptiActivityEnableDriverApi)                                                                \
     X(cuptiActivityFlushAll)                                                                       \
     X(cuptiActivityGetNextRecord)                                                                  \
     X(cuptiActivityGetNumDroppedRecords)                                                           \

@@ -17,7 +17,7 @@
 
 /* ---- kinds (GIL held) ----------------------------------------------------------------------- */
 
-#define N_KINDS 5
+#define N_KINDS 6
 static int refs[N_KINDS];
 static int session; /* kinds are in use: we hold a claim on the CUPTI subscriber */
 
@@ -30,8 +30,16 @@ static const CUpti_ActivityKind kind_lists[N_KINDS][3] = {
      * or straight to the driver (Triton), so both kinds are needed; their records are ignored. */
     {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
      CUPTI_ACTIVITY_KIND_DRIVER},
+    /* API (Python lines: which runtime launch each driver launch ran inside): the records of
+     * launch calls only, enabled by callback id below, or nothing when REGIONS has them all. */
+    {0},
 };
-static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 3};
+static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 3, 0};
+#define API_GROUP 5
+
+/* Users of each CUPTI kind, over all groups above. */
+#define GP_MAX_CUPTI_KIND 128
+static int cupti_refs[GP_MAX_CUPTI_KIND];
 
 static int
 any_refs(void)
@@ -42,11 +50,87 @@ any_refs(void)
     return 0;
 }
 
+_Static_assert(CUPTI_ACTIVITY_KIND_COUNT <= GP_MAX_CUPTI_KIND, "cupti_refs too small");
+
+/* Disables the CUPTI kinds of group k that no other group uses (the counts drop regardless). If
+ * CUPTI refuses one and *rc is 0, sets CuptiError and *rc = -1 (the first error is the one
+ * reported). */
 static void
-disable_kind(int k)
+disable_kind(int k, int *rc)
 {
-    for (int j = kind_counts[k] - 1; j >= 0; j--)
-        (void)gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
+    for (int j = kind_counts[k] - 1; j >= 0; j--) {
+        CUpti_ActivityKind kind = kind_lists[k][j];
+        if (--cupti_refs[kind] > 0)
+            continue;
+        CUptiResult res = gp_cupti.cuptiActivityDisable(kind);
+        if (res != CUPTI_SUCCESS && *rc == 0) {
+            gp_set_cupti_error(res, "cuptiActivityDisable", __FILE__, __LINE__);
+            *rc = -1;
+        }
+    }
+}
+
+/* ---- API records of launches, by callback id ------------------------------------------------ */
+
+static const CUpti_CallbackId *api_cbids[2]; /* runtime, driver */
+static size_t n_api_cbids[2];
+static int api_by_cbid; /* the API group turned records on by callback id (its kinds were off) */
+
+void
+gp_activity_set_api_cbids(const CUpti_CallbackId *runtime, size_t n_runtime,
+                          const CUpti_CallbackId *driver, size_t n_driver)
+{
+    api_cbids[0] = runtime;
+    n_api_cbids[0] = n_runtime;
+    api_cbids[1] = driver;
+    n_api_cbids[1] = n_driver;
+}
+
+static CUptiResult
+api_by_cbid_set(uint8_t on)
+{
+    CUptiResult first = CUPTI_SUCCESS;
+    for (int d = 0; d < 2; d++)
+        for (size_t k = 0; k < n_api_cbids[d]; k++) {
+            CUptiResult res = d == 0 ? gp_cupti.cuptiActivityEnableRuntimeApi(api_cbids[d][k], on)
+                                     : gp_cupti.cuptiActivityEnableDriverApi(api_cbids[d][k], on);
+            if (res != CUPTI_SUCCESS && first == CUPTI_SUCCESS)
+                first = res;
+        }
+    return first;
+}
+
+/* The kinds' settings override the callback ids' (CUPTI): while REGIONS holds RUNTIME and DRIVER,
+ * every record is on and nothing is set here; a profile acquires REGIONS before API and releases
+ * API first, so the two never undo each other. */
+static int
+api_enable(void)
+{
+    if (cupti_refs[CUPTI_ACTIVITY_KIND_RUNTIME] > 0 || cupti_refs[CUPTI_ACTIVITY_KIND_DRIVER] > 0)
+        return 0;
+    CUptiResult res = api_by_cbid_set(1);
+    if (res != CUPTI_SUCCESS) {
+        (void)api_by_cbid_set(0);
+        gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__, __LINE__);
+        return -1;
+    }
+    api_by_cbid = 1;
+    return 0;
+}
+
+static void
+api_disable(int *rc)
+{
+    if (!api_by_cbid)
+        return;
+    api_by_cbid = 0;
+    if (cupti_refs[CUPTI_ACTIVITY_KIND_RUNTIME] > 0 || cupti_refs[CUPTI_ACTIVITY_KIND_DRIVER] > 0)
+        return; /* the kinds were turned on since: turning ids off would cut their records */
+    CUptiResult res = api_by_cbid_set(0);
+    if (res != CUPTI_SUCCESS && *rc == 0) {
+        gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__, __LINE__);
+        *rc = -1;
+    }
 }
 
 static int (*regions_hook)(int on);
@@ -60,13 +144,26 @@ gp_activity_set_regions_hook(int (*hook)(int on))
 static int
 enable_kind(int k)
 {
-    for (int j = 0; j < kind_counts[k]; j++)
-        GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnable(kind_lists[k][j]));
+    if (k == API_GROUP)
+        return api_enable();
+    int j = 0;
+    for (; j < kind_counts[k]; j++) {
+        CUpti_ActivityKind kind = kind_lists[k][j];
+        if (cupti_refs[kind] == 0)
+            GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnable(kind));
+        cupti_refs[kind]++;
+    }
     if ((1u << k) == GP_ACT_REGIONS && regions_hook != NULL && regions_hook(1) < 0)
         goto error;
     return 0;
-error:
-    disable_kind(k);
+error:;
+    gp_exc_state saved;
+    gp_exc_save(&saved);
+    while (--j >= 0) /* the kinds counted so far */
+        if (--cupti_refs[kind_lists[k][j]] == 0)
+            (void)gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
+    PyErr_Clear();
+    gp_exc_restore(&saved);
     return -1;
 }
 
@@ -124,13 +221,10 @@ gp_activity_release(unsigned mask)
             continue;
         if ((1u << k) == GP_ACT_REGIONS && regions_hook != NULL)
             regions_hook(0);
-        for (int j = kind_counts[k] - 1; j >= 0; j--) {
-            CUptiResult res = gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
-            if (res != CUPTI_SUCCESS && rc == 0) {
-                gp_set_cupti_error(res, "cuptiActivityDisable", __FILE__, __LINE__);
-                rc = -1;
-            }
-        }
+        if (k == API_GROUP)
+            api_disable(&rc);
+        else
+            disable_kind(k, &rc);
     }
     if (session && !any_refs()) {
         gp_cupti_release(); /* the session's claim on the subscriber, taken in begin_session */
@@ -225,9 +319,9 @@ activity_state(PyObject *module, PyObject *unused)
     unsigned long long allocated, refused;
     int free_count;
     gp_records_buffer_stats(&allocated, &refused, &free_count);
-    return Py_BuildValue("{s:{s:i,s:i,s:i,s:i,s:i},s:K,s:K,s:i,s:n}", "refs", "kernel", refs[0],
-                         "memcpy", refs[1], "memset", refs[2], "memory", refs[3], "regions",
-                         refs[4], "buffers_in_cupti", allocated, "buffers_refused", refused,
+    return Py_BuildValue("{s:{s:i,s:i,s:i,s:i,s:i,s:i},s:K,s:K,s:i,s:n}", "refs", "kernel",
+                         refs[0], "memcpy", refs[1], "memset", refs[2], "memory", refs[3],
+                         "regions", refs[4], "api", refs[5], "buffers_in_cupti", allocated, "buffers_refused", refused,
                          "buffers_free", free_count, "buffer_bytes",
                          (Py_ssize_t)GP_RECORDS_BUFFER_BYTES);
 }

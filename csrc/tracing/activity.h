@@ -3,7 +3,7 @@
  *
  * Kinds are reference-counted, so that a profile, a memory tracker and memory=True regions can
  * overlap: a CUPTI kind is enabled when its first user acquires it and disabled when its last
- * user releases it. The records themselves are parsed and kept by records.c.
+ * user releases it (counted per CUPTI kind: REGIONS and API share two). The records themselves are parsed and kept by records.c.
  *
  * CUPTI is process-global; the loader (cupti_loader.c) owns it, and before enabling any kind
  * this file claims the process's one subscriber, so that another holder (torch.profiler,
@@ -12,6 +12,7 @@
 #define GP_ACTIVITY_H
 
 #include <Python.h>
+#include <cupti.h>
 #include <stdint.h>
 
 enum {
@@ -19,9 +20,10 @@ enum {
     GP_ACT_MEMCPY = 2,  /* MEMCPY */
     GP_ACT_MEMSET = 4,  /* MEMSET */
     GP_ACT_MEMORY = 8,  /* MEMORY2: allocations and frees */
-    GP_ACT_REGIONS = 16 /* EXTERNAL_CORRELATION (+ the RUNTIME and DRIVER records it needs) */
+    GP_ACT_REGIONS = 16, /* EXTERNAL_CORRELATION (+ the RUNTIME and DRIVER records it needs) */
+    GP_ACT_API = 32      /* RUNTIME and DRIVER records of launches (Python lines: see below) */
 };
-#define GP_ACT_ALL 31
+#define GP_ACT_ALL 63
 
 /* Enable the kinds in `mask` for one more user (claims CUPTI on first use). GIL held; 0 or -1
  * with CuptiError/NoDeviceError, nothing acquired. */
@@ -29,6 +31,12 @@ int gp_activity_acquire(unsigned mask);
 /* Drop one user of each kind in `mask`, disabling kinds nobody uses. GIL held; -1 with an
  * exception if CUPTI refused to disable one (the counts are dropped regardless). */
 int gp_activity_release(unsigned mask);
+
+/* The launch calls whose API records GP_ACT_API enables (runtime and driver callback ids): only
+ * theirs, by callback id, when REGIONS does not already have every API call's record on. Set by
+ * pylines.c at init; the arrays must outlive the process's use of CUPTI. */
+void gp_activity_set_api_cbids(const CUpti_CallbackId *runtime, size_t n_runtime,
+                               const CUpti_CallbackId *driver, size_t n_driver);
 
 /* Called with 1 when the REGIONS kind is enabled (-1 fails the enable) and 0 when it is
  * disabled. Set by attribution.c at init, so that this file does not depend on it. */

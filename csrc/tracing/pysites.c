@@ -50,6 +50,12 @@ static struct {
 } notes;
 static uint64_t notes_lost; /* out of memory */
 
+/* API records not yet taken. */
+static struct {
+    gp_pyapi_out *data;
+    size_t n, cap;
+} apis;
+
 /* A UTF-8 copy of str `u`, read without the GIL (str objects are immutable); NULL when out of
  * memory. */
 static char *
@@ -219,6 +225,16 @@ gp_pysites_note(uint32_t correlation_id, uint32_t site, uint32_t stack)
     notes.data[notes.n++] = (gp_pyline_out){correlation_id, site, stack};
 }
 
+void
+gp_pysites_api(const gp_pyapi_out *api)
+{
+    if (gp_reserve((void **)&apis.data, &apis.cap, apis.n, sizeof *apis.data) < 0) {
+        notes_lost++;
+        return;
+    }
+    apis.data[apis.n++] = *api;
+}
+
 static void
 clear_tables(void)
 {
@@ -237,6 +253,8 @@ clear_tables(void)
     free(stacks.len);
     gp_intmap_clear(&stacks.index);
     free(notes.data);
+    free(apis.data);
+    memset(&apis, 0, sizeof apis);
     memset(&codes, 0, sizeof codes);
     memset(&sites, 0, sizeof sites);
     memset(&stacks, 0, sizeof stacks);
@@ -328,6 +346,10 @@ gp_pysites_take(void)
 {
     pthread_mutex_lock(&gp_pysites_lock);
     gp_pyline_out *taken = notes.data;
+    gp_pyapi_out *taken_api = apis.data;
+    size_t n_api = apis.n;
+    apis.data = NULL;
+    apis.n = apis.cap = 0;
     size_t n_notes = notes.n, n_sites = sites.n, n_stacks = stacks.n, n_pool = stacks.n_pool;
     unsigned long long lost = notes_lost;
     notes.data = NULL;
@@ -349,13 +371,16 @@ gp_pysites_take(void)
         }
     }
     pthread_mutex_unlock(&gp_pysites_lock);
-    PyObject *raw = NULL, *site_list = NULL, *stack_list = NULL, *out = NULL;
+    PyObject *raw = NULL, *api = NULL, *site_list = NULL, *stack_list = NULL, *out = NULL;
     if (site_copies == NULL || pool == NULL || start == NULL || len == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     raw = PyBytes_FromStringAndSize((const char *)taken, (Py_ssize_t)(n_notes * sizeof *taken));
-    site_list = raw ? PyList_New((Py_ssize_t)n_sites) : NULL;
+    api = raw ? PyBytes_FromStringAndSize((const char *)taken_api,
+                                          (Py_ssize_t)(n_api * sizeof *taken_api))
+              : NULL;
+    site_list = api ? PyList_New((Py_ssize_t)n_sites) : NULL;
     stack_list = site_list ? PyList_New((Py_ssize_t)n_stacks) : NULL;
     if (stack_list == NULL)
         goto done;
@@ -371,13 +396,15 @@ gp_pysites_take(void)
             goto done;
         PyList_SET_ITEM(stack_list, (Py_ssize_t)k, t);
     }
-    out = Py_BuildValue("{s:O,s:O,s:O,s:K}", "notes", raw, "sites", site_list, "stacks", stack_list,
-                        "lost", lost);
+    out = Py_BuildValue("{s:O,s:O,s:O,s:O,s:K}", "notes", raw, "api", api, "sites", site_list,
+                        "stacks", stack_list, "lost", lost);
 done:
     Py_XDECREF(raw);
+    Py_XDECREF(api);
     Py_XDECREF(site_list);
     Py_XDECREF(stack_list);
     free(taken);
+    free(taken_api);
     free(site_copies);
     free(pool);
     free(start);

@@ -19,6 +19,16 @@ typedef struct {
 } gp_pyline_out;
 _Static_assert(sizeof(gp_pyline_out) == 12, "gp_pyline_out layout");
 
+/* 32 bytes: a runtime or driver API call that launches work, from CUPTI's API records: kernel
+ * records of a runtime launch carry the runtime call's id, while the notes carry the id of the
+ * driver call inside it; a driver record inside a runtime record of the same thread ties them. */
+typedef struct {
+    uint64_t start, end;
+    uint32_t correlation_id, thread;
+    uint8_t runtime, pad[7];
+} gp_pyapi_out;
+_Static_assert(sizeof(gp_pyapi_out) == 32, "gp_pyapi_out layout");
+
 extern pthread_mutex_t gp_pysites_lock;
 
 /* Indices, UINT32_MAX when out of memory. `code` must be alive (a frame holds it). */
@@ -28,13 +38,15 @@ uint32_t gp_pysites_site(uint32_t code, int line);
 uint32_t gp_pysites_site_at(uint32_t code, gp_pyframe *frame);
 uint32_t gp_pysites_stack(const uint32_t *ids, size_t n);
 void gp_pysites_note(uint32_t correlation_id, uint32_t site, uint32_t stack);
+void gp_pysites_api(const gp_pyapi_out *api);
 
 /* Empties the tables and sets the file prefixes that are not user code (a tuple of str). 0, or
  * -1 with TypeError/MemoryError. */
 int gp_pysites_reset(PyObject *prefix_tuple);
 
-/* {"notes": bytes, "sites": [(file, line, function, user)], "stacks": [tuple of site ids],
- * "lost": int}: the notes since the last take (cleared), and every site and stack so far. */
+/* {"notes": bytes, "api": bytes, "sites": [(file, line, function, user)], "stacks": [tuple of
+ * site ids], "lost": int}: the notes and API records since the last take (cleared), and every
+ * site and stack so far. */
 PyObject *gp_pysites_take(void);
 
 #endif

@@ -165,6 +165,14 @@ add_extcorr(const CUpti_ActivityExternalCorrelation *e)
     o->correlation_id = e->correlationId;
 }
 
+static void (*api_hook)(const CUpti_ActivityAPI *api);
+
+void
+gp_records_set_api_hook(void (*hook)(const CUpti_ActivityAPI *api))
+{
+    api_hook = hook;
+}
+
 static void
 parse_buffer(uint8_t *buffer, size_t valid)
 {
@@ -188,7 +196,13 @@ parse_buffer(uint8_t *buffer, size_t valid)
         case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
             add_extcorr((const CUpti_ActivityExternalCorrelation *)rec);
             break;
-        default: /* RUNTIME and DRIVER records: enabled only so that external ids are recorded */
+        case CUPTI_ACTIVITY_KIND_RUNTIME:
+        case CUPTI_ACTIVITY_KIND_DRIVER:
+            /* enabled so that external ids are recorded, and for Python lines' launches */
+            if (api_hook != NULL)
+                api_hook((const CUpti_ActivityAPI *)rec);
+            break;
+        default:
             break;
         }
     }

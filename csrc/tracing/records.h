@@ -92,6 +92,11 @@ void gp_records_buffer_stats(unsigned long long *in_cupti, unsigned long long *r
  * take). Any thread; a full store counts the row as lost. */
 void gp_records_note_region_stream(int64_t record, uint32_t device, uint32_t stream, int before);
 
+/* Called with each RUNTIME and DRIVER API record as it is parsed (any thread, the store's lock
+ * held: the hook must not call back into this file). Set by pylines.c at init, so that this file
+ * does not depend on it. */
+void gp_records_set_api_hook(void (*hook)(const CUpti_ActivityAPI *api));
+
 /* _activity_take, _activity_layouts, _intern_kernel_names. */
 int gp_records_init(PyObject *module);
 

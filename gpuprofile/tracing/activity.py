@@ -19,7 +19,7 @@ from .._foreign import torch_profiler_active
 from ..distributed import clock_pair
 from .attribution import attribute  # noqa: F401  (re-exported: memory, tests)
 
-KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS = 1, 2, 4, 8, 16
+KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS, API = 1, 2, 4, 8, 16, 32
 
 # The records' dtypes, from the C structs themselves (csrc/tracing/records.h): kernels, copies,
 # sets, allocations/frees, external correlations (CUDA call -> region record), and the CUPTI stream

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _C
 from . import pylines
-from .activity import KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
+from .activity import API, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
 from .attribution import RULES, attribute, combine, region_intervals
 from .occupancy import limits_for, occupancy
 from .summary import Summary, busy_ns, factorize, group_rows, region_rows
@@ -192,6 +192,8 @@ class Profile:
             self.mask |= REGIONS
         self.stream_attribution = stream_attribution and bool(self.mask & REGIONS)
         self.python_stacks = pylines.mode_of(python_stacks)
+        if self.python_stacks and self.mask & (KERNELS | MEMCPY | MEMSET):
+            self.mask |= API  # the launches' API records: which runtime call each driver call is in
         self.python_lines: pylines.PyLines | None = None
         self.kinds = [k for k, v in flags.items() if v]
         self.state = "new"
@@ -240,9 +242,13 @@ class Profile:
         try:
             try:
                 if self.python_stacks:
-                    self._take_python_lines()
+                    _C._pylines_stop()
             finally:  # the activity kinds are released whatever happened to the Python lines
-                self._collector.stop(wait=True)
+                try:
+                    self._collector.stop(wait=True)
+                finally:  # after the flush: the launches' API records are in
+                    if self.python_stacks:
+                        self._take_python_lines()
         finally:
             _running = None
             self.state = "stopped"
@@ -270,13 +276,10 @@ class Profile:
         return False
 
     def _take_python_lines(self) -> None:
-        try:
-            _C._pylines_stop()
-        finally:
-            raw = _C._pylines_take()
-            self.python_lines = pylines.PyLines.from_raw(self.python_stacks, raw)
-            if raw["lost"]:
-                self.errors.append(f"{raw['lost']} Python-line notes lost (out of memory)")
+        raw = _C._pylines_take()
+        self.python_lines = pylines.PyLines.from_raw(self.python_stacks, raw)
+        if raw["lost"]:
+            self.errors.append(f"{raw['lost']} Python-line notes lost (out of memory)")
 
     def _snapshot_regions(self) -> None:
         from ..regions import records

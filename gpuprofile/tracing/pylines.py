@@ -27,6 +27,7 @@ from .._format import html_table, text_table
 
 NO_FRAME = "<no Python frame>"
 NOTE_RAW = np.dtype(_C._pylines_layout())
+API_RAW = np.dtype(_C._pylines_api_layout())
 NONE = 0xFFFFFFFF
 
 
@@ -69,7 +70,9 @@ class PyLines:
 
     @classmethod
     def from_raw(cls, mode: str, raw: dict) -> PyLines:
-        return cls(mode, np.frombuffer(raw["notes"], NOTE_RAW), list(raw["sites"]),
+        notes = np.frombuffer(raw["notes"], NOTE_RAW)
+        api = np.frombuffer(raw.get("api", b""), API_RAW)
+        return cls(mode, link_runtime_launches(notes, api), list(raw["sites"]),
                    list(raw["stacks"]), int(raw["lost"]))
 
     @property
@@ -102,6 +105,46 @@ class PyLines:
     def frames(self, stack: int) -> list[str]:
         """'function (file:line)' of each frame of stack `stack`, outermost first."""
         return [_frame(self.sites[s]) for s in reversed(self.stacks[stack]) if s != NONE]
+
+
+def enclosing_runtime_launches(api: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(runtime ids, driver ids): each driver launch record paired with the runtime launch record
+    of the same thread that encloses it in time (start <= start, end >= end); driver launches
+    made outside the runtime (Triton, CuPy) have none. Runtime launches do not nest, so the one
+    that started last before a driver launch is the only candidate."""
+    runtime, driver = api[api["runtime"] == 1], api[api["runtime"] == 0]
+    got_rt, got_drv = [], []
+    for thread in np.unique(driver["thread"]) if len(runtime) else ():
+        r = runtime[runtime["thread"] == thread]
+        if not len(r):
+            continue
+        r = r[np.argsort(r["start"], kind="stable")]
+        d = driver[driver["thread"] == thread]
+        at = np.searchsorted(r["start"], d["start"], side="right") - 1
+        inside = at >= 0
+        at = np.maximum(at, 0)
+        inside &= r["end"][at] >= d["end"]
+        got_rt.append(r["correlation_id"][at[inside]])
+        got_drv.append(d["correlation_id"][inside])
+    if not got_rt:
+        return np.empty(0, np.uint32), np.empty(0, np.uint32)
+    return np.concatenate(got_rt), np.concatenate(got_drv)
+
+
+def link_runtime_launches(notes: np.ndarray, api: np.ndarray) -> np.ndarray:
+    """The notes, plus one for each runtime launch that encloses a noted driver launch (the
+    driver call's site and stack under the runtime call's id): kernel records of runtime
+    launches carry the runtime call's id, while the notes are taken at the driver call."""
+    rt, drv = enclosing_runtime_launches(api)
+    if not len(rt) or not len(notes):
+        return notes
+    order = np.argsort(notes["correlation_id"], kind="stable")
+    keys = notes["correlation_id"][order]
+    pos = np.minimum(np.searchsorted(keys, drv), len(keys) - 1)
+    hit = keys[pos] == drv
+    extra = notes[order[pos[hit]]].copy()
+    extra["correlation_id"] = rt[hit]
+    return np.concatenate([notes, extra])
 
 
 def _frame(site) -> str:

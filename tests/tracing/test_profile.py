@@ -197,14 +197,15 @@ def test_activity_entry_points_validate_and_idle():
     with pytest.raises(ValueError, match="mask"):
         C._activity_acquire(128)
     with pytest.raises(ValueError, match="mask"):
-        C._activity_acquire(32)  # the CUDA_EVENT kind is gone: stream order needs no GPU clock
+        C._activity_acquire(64)  # past API (32), the last kind
     with pytest.raises(TypeError):
         C._activity_acquire("kernels")
     C._activity_release(0)
     raw = C._activity_take()  # empty here unless earlier GPU tests left late records
     assert len(raw["kernels"]) % 88 == 0 and isinstance(raw["names"], list)
     state = C._activity_state()
-    assert state["refs"] == {"kernel": 0, "memcpy": 0, "memset": 0, "memory": 0, "regions": 0}
+    assert state["refs"] == {"kernel": 0, "memcpy": 0, "memset": 0, "memory": 0, "regions": 0,
+                             "api": 0}
     assert C._attribution_state()["tracing"] is False
 
 

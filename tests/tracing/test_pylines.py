@@ -98,6 +98,130 @@ def test_stack_mode_interns_whole_stacks():
     assert len(frames) >= 3  # pytest's frames above
 
 
+def test_the_cache_of_the_last_capture_gives_what_the_lookups_give(tmp_path):
+    """Each thread keeps its last capture's frames (code, offset) and reuses the site and stack
+    when the next capture finds the same frames: in loops, from other lines, through a library
+    frame, after a reset, and in stack mode with another caller."""
+    lib = tmp_path / "fakelib" / "ops.py"
+    lib.parent.mkdir()
+    lib.write_text("import gpuprofile._C as C\n\ndef op(corr, whole=False, cached=True):\n"
+                   "    return C._pylines_capture(corr, whole, False, cached)\n")
+    ns: dict = {}
+    exec(compile(lib.read_text(), str(lib), "exec"), ns)
+    op = ns["op"]
+    for whole in (False, True):
+        _C._pylines_reset((str(lib.parent) + os.sep,))
+
+        def inner(corr, cached, whole=whole):
+            return op(corr, whole, cached)  # inner-call
+
+        def outer(corr, cached, inner=inner):
+            return inner(corr, cached)  # outer-call
+
+        cached = []
+        for corr in range(4):
+            cached.append(op(corr, whole))  # loop-a
+        cached.append(op(10, whole))  # line-b
+        cached.append(op(11, whole))  # line-b2
+        cached += [inner(12, True), outer(13, True), inner(14, True)]
+        plain = [op(20, whole, False), op(21, whole, False)]  # loop-a2
+        assert cached[0] == cached[1] == cached[2] == cached[3]
+        assert len({c[0] for c in cached[4:6]}) == 2 and cached[4][0] != cached[0][0]
+        lines = _take("stack" if whole else "line")
+        at = {m: (HERE, _line_of(m)) for m in ("loop-a", "line-b", "line-b2", "inner-call")}
+        assert lines.sites[cached[0][0]][:2] == at["loop-a"]
+        assert lines.sites[cached[4][0]][:2] == at["line-b"]
+        assert lines.sites[cached[5][0]][:2] == at["line-b2"]
+        # inner, then through outer (same innermost user line), then inner again
+        assert {lines.sites[c[0]][:2] for c in cached[6:9]} == {at["inner-call"]}
+        if whole:
+            assert cached[6][1] == cached[8][1] != cached[7][1]
+            assert lines.frames(cached[7][1])[-3].startswith(
+                "test_the_cache_of_the_last_capture_gives_what_the_lookups_give.<locals>.outer")
+        else:
+            assert cached[6] == cached[7] == cached[8]
+        assert lines.sites[plain[0][0]][:2] == (HERE, _line_of("loop-a2"))
+        # after a reset the ids cached belong to cleared tables: they are looked up again
+        _C._pylines_reset((str(lib.parent) + os.sep,))
+        again = op(30, whole)  # after-reset
+        lines = _take("stack" if whole else "line")
+        assert lines.sites[again[0]][:2] == (HERE, _line_of("after-reset"))
+
+
+def test_a_new_code_object_at_a_dead_ones_address_is_not_taken_for_it():
+    """Functions made and dropped in a loop: their code objects (and file names) reuse freed
+    memory; each capture still names its own file."""
+    _C._pylines_reset(())
+    files = []
+    for k in range(200):
+        name = f"/generated/mod{k:03d}.py"
+        ns: dict = {}
+        exec(compile("import gpuprofile._C as C\ndef f(corr):\n    return C._pylines_capture(corr)\n",
+                     name, "exec"), ns)
+        ns["f"](k)
+        files.append(name)
+        del ns
+    lines = _take()
+    got = [lines.sites[s][0] for s in lines.notes["site"]]
+    assert got == files
+
+
+RUNTIME, DRIVER = 5, 4  # CUPTI_ACTIVITY_KIND_RUNTIME, _DRIVER
+CUDA_LAUNCH_KERNEL, CU_LAUNCH_KERNEL, CU_MEMCPY_HTOD = 211, 307, 276  # callback ids (CUDA 13)
+CUDA_GET_DEVICE = 17
+
+
+def _api(rows):
+    out = np.zeros(len(rows), pylines.API_RAW)
+    for k, (runtime, corr, thread, start, end) in enumerate(rows):
+        out[k] = (start, end, corr, thread, runtime)
+    return out
+
+
+def test_driver_launches_inside_runtime_launches_give_them_their_notes():
+    """Notes are taken at driver calls; a kernel launched through the runtime carries the runtime
+    call's id: the runtime record of the same thread that encloses the driver record links them."""
+    notes = np.zeros(4, pylines.NOTE_RAW)
+    notes["correlation_id"] = [11, 21, 31, 41]
+    notes["site"] = [0, 1, 2, pylines.NONE]
+    notes["stack"] = pylines.NONE
+    api = _api([
+        (1, 10, 7, 100, 200), (0, 11, 7, 120, 180),   # runtime 10 encloses driver 11
+        (1, 20, 8, 100, 200), (0, 21, 8, 200, 200),   # another thread, touching ends
+        (0, 31, 7, 210, 220),                          # driver-only launch (Triton): after 10
+        (1, 40, 7, 300, 400), (0, 41, 7, 310, 320),   # enclosed, noted without a frame
+        (1, 50, 9, 100, 200), (0, 51, 7, 130, 150),   # thread 9's runtime does not enclose 51
+    ])
+    rt, drv = pylines.enclosing_runtime_launches(api)
+    got = sorted(zip(rt.tolist(), drv.tolist(), strict=True))
+    assert got == [(10, 11), (10, 51), (20, 21), (40, 41)]
+    linked = pylines.link_runtime_launches(notes, api)
+    lines = pylines.PyLines("line", linked, [("/u/a.py", 1, "f", True)] * 3, [])
+    site, _ = lines.lookup(np.array([10, 11, 20, 31, 40, 50, 51, 99]))
+    assert site.tolist() == [0, 0, 1, 2, -1, -1, -1, -1]
+    # nothing to link: the notes as they were
+    assert pylines.link_runtime_launches(notes, api[:0]) is notes
+    assert len(pylines.link_runtime_launches(notes[:0], api)) == 0
+
+
+def test_the_store_keeps_only_launch_records_and_hands_them_over():
+    _C._pylines_reset(())
+    _C._pylines_api_record(RUNTIME, CUDA_LAUNCH_KERNEL, 100, 200, 10, 7)
+    _C._pylines_api_record(DRIVER, CU_LAUNCH_KERNEL, 120, 180, 11, 7)
+    _C._pylines_api_record(RUNTIME, CUDA_GET_DEVICE, 90, 95, 9, 7)  # not a launch: dropped
+    _C._pylines_api_record(DRIVER, CU_MEMCPY_HTOD, 130, 140, 12, 7)  # copies carry the driver id
+    _C._pylines_api_record(3, CUDA_LAUNCH_KERNEL, 1, 2, 13, 7)  # another kind: dropped
+    _C._pylines_capture(11)  # the driver launch's note
+    raw = _C._pylines_take()
+    api = np.frombuffer(raw["api"], pylines.API_RAW)
+    assert api["correlation_id"].tolist() == [10, 11] and api["runtime"].tolist() == [1, 0]
+    assert api[0]["start"] == 100 and api[1]["end"] == 180 and set(api["thread"]) == {7}
+    lines = pylines.PyLines.from_raw("line", raw)
+    site, _ = lines.lookup(np.array([10, 11]))
+    assert site[0] == site[1] >= 0
+    assert len(_C._pylines_take()["api"]) == 0  # taken
+
+
 def test_bad_arguments_are_clear_errors():
     with pytest.raises(TypeError, match="tuple of str"):
         _C._pylines_reset(["/usr"])

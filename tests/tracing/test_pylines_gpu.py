@@ -30,11 +30,16 @@ def at(marker):
     raise AssertionError(marker)
 
 
-def test_bundled_kernels_and_lines_of_this_file():
-    with gp.profile(memory=False, python_stacks=True) as p:
+@pytest.mark.parametrize("regions", [True, False])
+def test_bundled_kernels_and_lines_of_this_file(regions):
+    """The bundled kernels launch through the runtime: their records carry the runtime call's
+    id, tied to the driver call's note by the launches' API records (which python_stacks
+    enables itself when regions, which enable them too, are off)."""
+    with gp.profile(memory=False, regions=regions, python_stacks=True) as p:
         gp.kernels.spin(10_000)  # L-spin
         for _ in range(3):
             gp.kernels.spin(5_000)  # L-loop
+    assert gp._C._activity_state()["refs"]["api"] == 0
     lines = p.kernels["python_line"].tolist()
     assert lines == [at("L-spin")] + [at("L-loop")] * 3, lines
     table = p.by_line()
