@@ -93,6 +93,11 @@ before or after the script's name; arguments after `--` all go to the script.
 options:
   --trace PATH    write a Chrome trace (Perfetto, chrome://tracing); gzip if PATH ends in .gz
   --json PATH     write the profile's to_dict() (counts, summary, clock) as JSON
+  --python-stacks MODE
+                  'line' or 'stack': note the Python line (and stack) that launched each kernel,
+                  copy and set, and print GPU time per line after the summary
+  --folded PATH   write GPU time per Python stack as collapsed stacks (speedscope,
+                  flamegraph.pl); implies --python-stacks stack
   --no-memory     do not record device allocations
   --no-regions    do not attribute work to gpuprofile regions (less host cost per CUDA call)
   --no-details    leave per-kernel launch details out of the trace (a smaller file)
@@ -101,10 +106,12 @@ options:
 examples:
   gpuprofile run --trace train.json.gz train.py --epochs 1
   gpuprofile run train.py --epochs 1 --json summary.json -- --json model.json
+  gpuprofile run --python-stacks line train.py    # which lines of train.py the GPU time is from
 
 The summary goes to stderr, so the script's own output keeps stdout."""
 
-_RUN_VALUE_OPTIONS = ("--trace", "--json")
+_RUN_VALUE_OPTIONS = ("--trace", "--json", "--python-stacks", "--folded")
+_LINES_SHOWN = 20
 _RUN_FLAGS = {"--no-memory": "memory", "--no-regions": "regions", "--no-details": "details",
               "--quiet": "summary"}
 
@@ -112,8 +119,8 @@ _RUN_FLAGS = {"--no-memory": "memory", "--no-regions": "regions", "--no-details"
 def parse_run_args(argv) -> tuple:
     """(options, script, script_args) from `gpuprofile run` arguments. Raises ValueError with a
     message for the user."""
-    opts = {"trace": None, "json": None, "memory": True, "regions": True, "details": True,
-            "summary": True}
+    opts = {"trace": None, "json": None, "python-stacks": None, "folded": None, "memory": True,
+            "regions": True, "details": True, "summary": True}
     script, rest = None, []
     argv = list(argv)
     k = 0
@@ -141,6 +148,10 @@ def parse_run_args(argv) -> tuple:
         k += 1
     if script is None:
         raise ValueError("no script given")
+    if opts["python-stacks"] not in (None, "line", "stack"):
+        raise ValueError(f"--python-stacks takes 'line' or 'stack', not {opts['python-stacks']!r}")
+    if opts["folded"] and opts["python-stacks"] is None:
+        opts["python-stacks"] = "stack"
     return opts, script, rest
 
 
@@ -155,7 +166,8 @@ def run(argv) -> int:
         return 2
     from .tracing.profile import profile
 
-    p = profile(memory=opts["memory"], regions=opts["regions"])
+    p = profile(memory=opts["memory"], regions=opts["regions"],
+                python_stacks=opts["python-stacks"] or False)
     try:
         p.start()
     except _C.GpuProfileError as exc:
@@ -171,7 +183,14 @@ def run(argv) -> int:
         code = code or 1
     if opts["summary"]:
         print(p.summary(), file=sys.stderr)
+        if opts["python-stacks"] and p.python_lines is not None:
+            _print_lines(p)
     try:
+        if opts["folded"]:
+            from .distributed import rank_path
+
+            written = p.export_collapsed_stacks(rank_path(opts["folded"]))
+            print(f"gpuprofile run: collapsed stacks written to {written}", file=sys.stderr)
         if opts["trace"]:  # under torchrun each rank writes its own file (trace.rank1.json.gz)
             written = p.export_chrome_trace(opts["trace"], details=opts["details"])
             print(f"gpuprofile run: trace written to {written}", file=sys.stderr)
@@ -180,10 +199,21 @@ def run(argv) -> int:
 
             with open(rank_path(opts["json"]), "w") as f:
                 json.dump(p.to_dict(), f, indent=1)
-    except OSError as exc:
+    except (OSError, _C.GpuProfileError) as exc:
         print(f"gpuprofile run: {exc}", file=sys.stderr)
         code = code or 1
     return code
+
+
+def _print_lines(p) -> None:
+    from .tracing.pylines import LineTable
+
+    table = p.by_line()
+    shown = LineTable(table.rows[:_LINES_SHOWN], table.per, table.total_ms)
+    print(shown, file=sys.stderr)
+    if len(table.rows) > _LINES_SHOWN:
+        print(f"({len(table.rows) - _LINES_SHOWN} more lines: Profile.by_line() has them all)",
+              file=sys.stderr)
 
 
 EPILOG = """\

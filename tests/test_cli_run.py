@@ -19,10 +19,38 @@ def test_options_before_and_after_the_script():
     assert opts["json"] == "s.json" and opts["summary"] is False and opts["trace"] is None
 
 
+def test_python_stacks_options():
+    opts, _, _ = parse_run_args(["--python-stacks", "line", "x.py"])
+    assert opts["python-stacks"] == "line" and opts["folded"] is None
+    opts, _, _ = parse_run_args(["x.py", "--folded=gpu.folded"])  # a flame graph needs stacks
+    assert opts["python-stacks"] == "stack" and opts["folded"] == "gpu.folded"
+    opts, _, _ = parse_run_args(["x.py", "--folded", "f", "--python-stacks", "line"])
+    assert opts["python-stacks"] == "line"  # the launching line alone, as asked
+
+
+def test_the_lines_printed_after_the_summary(capsys):
+    from gpuprofile.cli import _print_lines
+    from gpuprofile.tracing.pylines import LineTable
+
+    rows = [{"line": f"/u/train.py:{k}", "source": "x()", "rows": 1, "kernels": 1,
+             "gpu_ms": 1.0, "share": 1 / 25, "mean_us": 1000.0} for k in range(25)]
+
+    class Fake:
+        def by_line(self):
+            return LineTable(rows, "line", 25.0)
+
+    _print_lines(Fake())
+    err = capsys.readouterr().err
+    assert "GPU time per Python line (25.000 ms in all)" in err
+    assert "/u/train.py:19" in err and "/u/train.py:20 " not in err
+    assert "(5 more lines: Profile.by_line() has them all)" in err
+
+
 @pytest.mark.parametrize("argv, message", [
     ([], "no script given"),
     (["--trace"], "--trace needs a value"),
     (["--bogus", "x.py"], "unknown option '--bogus'"),
+    (["--python-stacks", "lines", "x.py"], "--python-stacks takes 'line' or 'stack', not 'lines'"),
 ])
 def test_bad_run_arguments(argv, message):
     with pytest.raises(ValueError, match=message):
