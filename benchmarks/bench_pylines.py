@@ -36,9 +36,10 @@ import json
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
+
+from _children import run_child
 
 # mode: (CUPTI callback domains: 1 runtime, 2 driver, 3 both; work: 0 return at once, 1 full,
 # 2 without the last-capture cache; whole stack)
@@ -295,14 +296,7 @@ def child_count(names) -> dict:
 # ---- parent ------------------------------------------------------------------------------------
 
 def _child(args: list, timeout: int = 560) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", *args]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": [f"timed out after {timeout} s"]}
-    if proc.returncode != 0:
-        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-3:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(os.path.abspath(__file__), args, timeout, error_lines=3)
 
 
 def _table(headers, rows) -> str:

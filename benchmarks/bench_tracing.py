@@ -26,6 +26,8 @@ import sys
 import tempfile
 import time
 
+from _children import run_child
+
 MODES = {
     "off": "no tracing",
     "bare-cupti": "bare CUPTI client, CONCURRENT_KERNEL",
@@ -168,14 +170,7 @@ def child_big(n: int, regions: bool) -> dict:
 # ---- parent ------------------------------------------------------------------------------------
 
 def _child(args: list, timeout: int = 240) -> dict:
-    cmd = [sys.executable, os.path.abspath(__file__), "--child", *args]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": [f"timed out after {timeout} s"]}
-    if proc.returncode != 0:
-        return {"error": (proc.stderr or proc.stdout).strip().splitlines()[-1:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(os.path.abspath(__file__), args, timeout, error_lines=1)
 
 
 def _torch_available() -> bool:

@@ -246,9 +246,12 @@ class Profile:
             finally:  # the activity kinds are released whatever happened to the Python lines
                 try:
                     self._collector.stop(wait=True)
-                finally:  # after the flush: the launches' API records are in
+                finally:  # after the flush, which brings the launches' API records
                     if self.python_stacks:
-                        self._take_python_lines()
+                        raw = _C._pylines_take()
+                        self.python_lines = pylines.PyLines.from_raw(self.python_stacks, raw)
+                        if raw["lost"]:
+                            self.errors.append(f"{raw['lost']} Python-line notes lost (no memory)")
         finally:
             _running = None
             self.state = "stopped"
@@ -274,12 +277,6 @@ class Profile:
         except Exception as stop_error:  # never replace the body's exception
             self.errors.append(f"stop() after the body raised: {stop_error}")
         return False
-
-    def _take_python_lines(self) -> None:
-        raw = _C._pylines_take()
-        self.python_lines = pylines.PyLines.from_raw(self.python_stacks, raw)
-        if raw["lost"]:
-            self.errors.append(f"{raw['lost']} Python-line notes lost (out of memory)")
 
     def _snapshot_regions(self) -> None:
         from ..regions import records

@@ -344,14 +344,9 @@ def test_warnings_are_not_raised_when_converged():
 
 
 def load_truth_module():
-    import importlib.util
-    from pathlib import Path
+    from scripts import load_benchmark
 
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "cupti_truth.py"
-    spec = importlib.util.spec_from_file_location("cupti_truth", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("cupti_truth")
 
 
 def test_truth_trace_parsing(tmp_path):

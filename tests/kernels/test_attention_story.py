@@ -1,21 +1,17 @@
 """benchmarks/attention_story.py without a GPU: the table and figures from a saved story.json,
 and its argument errors. (The measuring half runs on the device: docs/benchmarks.md.)"""
 
-import importlib.util
 import json
 import re
-from pathlib import Path
 
 import pytest
+from scripts import BENCHMARKS, load_benchmark
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "attention_story.py"
+SCRIPT = BENCHMARKS / "attention_story.py"
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("attention_story", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("attention_story")
 
 
 def row(impl, ms, tensor_pct, gmma, stalls):

@@ -1,18 +1,15 @@
 """benchmarks/bench_pylines.py without a GPU: its statistics and its argument errors."""
 
-import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_pylines.py"
+from scripts import BENCHMARKS, load_benchmark
+
+SCRIPT = BENCHMARKS / "bench_pylines.py"
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("bench_pylines", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("bench_pylines")
 
 
 def test_median_and_its_interval_from_order_statistics():
