@@ -52,13 +52,13 @@ any_refs(void)
 
 _Static_assert(CUPTI_ACTIVITY_KIND_COUNT <= GP_MAX_CUPTI_KIND, "cupti_refs too small");
 
-/* Disables the CUPTI kinds of group k that no other group uses (the counts drop regardless). If
- * CUPTI refuses one and *rc is 0, sets CuptiError and *rc = -1 (the first error is the one
- * reported). */
+/* Drops one user of the first `j` CUPTI kinds of group k, disabling those no other group uses.
+ * If CUPTI refuses one and *rc is 0, sets CuptiError and *rc = -1 (the first error is the one
+ * reported; pass *rc = -1 to set none). */
 static void
-disable_kind(int k, int *rc)
+drop_kinds(int k, int j, int *rc)
 {
-    for (int j = kind_counts[k] - 1; j >= 0; j--) {
+    while (--j >= 0) {
         CUpti_ActivityKind kind = kind_lists[k][j];
         if (--cupti_refs[kind] > 0)
             continue;
@@ -100,13 +100,21 @@ api_by_cbid_set(uint8_t on)
     return first;
 }
 
+/* Whether REGIONS has every API record on (RUNTIME and DRIVER enabled as kinds). */
+static int
+api_kinds_on(void)
+{
+    return cupti_refs[CUPTI_ACTIVITY_KIND_RUNTIME] > 0 ||
+           cupti_refs[CUPTI_ACTIVITY_KIND_DRIVER] > 0;
+}
+
 /* The kinds' settings override the callback ids' (CUPTI): while REGIONS holds RUNTIME and DRIVER,
  * every record is on and nothing is set here; a profile acquires REGIONS before API and releases
  * API first, so the two never undo each other. */
 static int
 api_enable(void)
 {
-    if (cupti_refs[CUPTI_ACTIVITY_KIND_RUNTIME] > 0 || cupti_refs[CUPTI_ACTIVITY_KIND_DRIVER] > 0)
+    if (api_kinds_on())
         return 0;
     CUptiResult res = api_by_cbid_set(1);
     if (res != CUPTI_SUCCESS) {
@@ -124,7 +132,7 @@ api_disable(int *rc)
     if (!api_by_cbid)
         return;
     api_by_cbid = 0;
-    if (cupti_refs[CUPTI_ACTIVITY_KIND_RUNTIME] > 0 || cupti_refs[CUPTI_ACTIVITY_KIND_DRIVER] > 0)
+    if (api_kinds_on())
         return; /* the kinds were turned on since: turning ids off would cut their records */
     CUptiResult res = api_by_cbid_set(0);
     if (res != CUPTI_SUCCESS && *rc == 0) {
@@ -157,13 +165,8 @@ enable_kind(int k)
         goto error;
     return 0;
 error:;
-    gp_exc_state saved;
-    gp_exc_save(&saved);
-    while (--j >= 0) /* the kinds counted so far */
-        if (--cupti_refs[kind_lists[k][j]] == 0)
-            (void)gp_cupti.cuptiActivityDisable(kind_lists[k][j]);
-    PyErr_Clear();
-    gp_exc_restore(&saved);
+    int quiet = -1; /* the enable's error is the one to see */
+    drop_kinds(k, j, &quiet);
     return -1;
 }
 
@@ -224,7 +227,7 @@ gp_activity_release(unsigned mask)
         if (k == API_GROUP)
             api_disable(&rc);
         else
-            disable_kind(k, &rc);
+            drop_kinds(k, kind_counts[k], &rc);
     }
     if (session && !any_refs()) {
         gp_cupti_release(); /* the session's claim on the subscriber, taken in begin_session */
@@ -319,10 +322,10 @@ activity_state(PyObject *module, PyObject *unused)
     unsigned long long allocated, refused;
     int free_count;
     gp_records_buffer_stats(&allocated, &refused, &free_count);
-    return Py_BuildValue("{s:{s:i,s:i,s:i,s:i,s:i,s:i},s:K,s:K,s:i,s:n}", "refs", "kernel",
-                         refs[0], "memcpy", refs[1], "memset", refs[2], "memory", refs[3],
-                         "regions", refs[4], "api", refs[5], "buffers_in_cupti", allocated, "buffers_refused", refused,
-                         "buffers_free", free_count, "buffer_bytes",
+    return Py_BuildValue("{s:{s:i,s:i,s:i,s:i,s:i,s:i},s:K,s:K,s:i,s:n}", "refs", "kernel", refs[0],
+                         "memcpy", refs[1], "memset", refs[2], "memory", refs[3], "regions",
+                         refs[4], "api", refs[5], "buffers_in_cupti", allocated, "buffers_refused",
+                         refused, "buffers_free", free_count, "buffer_bytes",
                          (Py_ssize_t)GP_RECORDS_BUFFER_BYTES);
 }
 

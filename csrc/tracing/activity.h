@@ -3,7 +3,8 @@
  *
  * Kinds are reference-counted, so that a profile, a memory tracker and memory=True regions can
  * overlap: a CUPTI kind is enabled when its first user acquires it and disabled when its last
- * user releases it (counted per CUPTI kind: REGIONS and API share two). The records themselves are parsed and kept by records.c.
+ * user releases it (counted per CUPTI kind). The records themselves are parsed and kept by
+ * records.c.
  *
  * CUPTI is process-global; the loader (cupti_loader.c) owns it, and before enabling any kind
  * this file claims the process's one subscriber, so that another holder (torch.profiler,
@@ -16,10 +17,10 @@
 #include <stdint.h>
 
 enum {
-    GP_ACT_KERNEL = 1,  /* CONCURRENT_KERNEL */
-    GP_ACT_MEMCPY = 2,  /* MEMCPY */
-    GP_ACT_MEMSET = 4,  /* MEMSET */
-    GP_ACT_MEMORY = 8,  /* MEMORY2: allocations and frees */
+    GP_ACT_KERNEL = 1,   /* CONCURRENT_KERNEL */
+    GP_ACT_MEMCPY = 2,   /* MEMCPY */
+    GP_ACT_MEMSET = 4,   /* MEMSET */
+    GP_ACT_MEMORY = 8,   /* MEMORY2: allocations and frees */
     GP_ACT_REGIONS = 16, /* EXTERNAL_CORRELATION (+ the RUNTIME and DRIVER records it needs) */
     GP_ACT_API = 32      /* RUNTIME and DRIVER records of launches (Python lines: see below) */
 };

@@ -255,15 +255,15 @@ capture(last_capture *c, unsigned gen, int whole, uint32_t *site_out, uint32_t *
 {
     gp_pyframe frames[GP_MAX_FRAMES];
     uint32_t ids[GP_MAX_FRAMES];
-    /* "line" with a cached capture: the frames it kept decide, so read only those first. */
-    if (!whole && use_cache && c->generation == gen && !c->whole && c->n > 0 &&
+    /* "line": the frames the last capture kept decide, so only those are read for the cache. */
+    if (!whole && c->n > 0 &&
         cache_hit(c, gen, whole, frames, gp_pyframes_read(frames, c->n), site_out, stack_out))
         return;
     /* The user frame is usually among the innermost few: read them first, more only if needed. */
     int max = whole ? GP_MAX_FRAMES : 16;
     for (;;) {
         int n = gp_pyframes_read(frames, max);
-        if (cache_hit(c, gen, whole, frames, n, site_out, stack_out))
+        if (whole && cache_hit(c, gen, whole, frames, n, site_out, stack_out))
             return;
         uint32_t first = NONE, user_site = NONE;
         int kept = 0, user_at = -1;
@@ -561,7 +561,8 @@ gp_pylines_init(PyObject *module)
     for (size_t k = 0; k < sizeof driver_launches / sizeof driver_launches[0]; k++)
         launch_record[1][driver_launches[k]] = 1;
     gp_records_set_api_hook(api_record);
-    gp_activity_set_api_cbids(runtime_launches, sizeof runtime_launches / sizeof runtime_launches[0],
-                              driver_launches, sizeof driver_launches / sizeof driver_launches[0]);
+    gp_activity_set_api_cbids(runtime_launches,
+                              sizeof runtime_launches / sizeof runtime_launches[0], driver_launches,
+                              sizeof driver_launches / sizeof driver_launches[0]);
     return PyModule_AddFunctions(module, pylines_methods);
 }
