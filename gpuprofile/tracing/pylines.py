@@ -71,7 +71,7 @@ class PyLines:
     @classmethod
     def from_raw(cls, mode: str, raw: dict) -> PyLines:
         notes = np.frombuffer(raw["notes"], NOTE_RAW)
-        api = np.frombuffer(raw.get("api", b""), API_RAW)
+        api = np.frombuffer(raw["api"], API_RAW)
         return cls(mode, link_runtime_launches(notes, api), list(raw["sites"]),
                    list(raw["stacks"]), int(raw["lost"]))
 
@@ -88,15 +88,9 @@ class PyLines:
         same length) that was noted decides."""
         n = len(correlation_ids[0])
         site, stack = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
-        if not len(self.notes) or not n:
-            return site, stack
-        order = np.argsort(self.notes["correlation_id"], kind="stable")
-        keys = self.notes["correlation_id"][order]
         for ids in reversed(correlation_ids):  # the first array wins: it is applied last
-            ids = np.asarray(ids, dtype=np.uint32)
-            pos = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
-            hit = (keys[pos] == ids) & (ids > 0)
-            note = self.notes[order[pos[hit]]]
+            at, hit = _find_notes(self.notes, ids)
+            note = self.notes[at[hit]]
             s, st = note["site"].astype(np.int64), note["stack"].astype(np.int64)
             site[hit] = np.where(s == NONE, -1, s)
             stack[hit] = np.where(st == NONE, -1, st)
@@ -105,6 +99,17 @@ class PyLines:
     def frames(self, stack: int) -> list[str]:
         """'function (file:line)' of each frame of stack `stack`, outermost first."""
         return [_frame(self.sites[s]) for s in reversed(self.stacks[stack]) if s != NONE]
+
+
+def _find_notes(notes: np.ndarray, ids) -> tuple[np.ndarray, np.ndarray]:
+    """(index into notes, found) of each correlation id (0 is never a call's id)."""
+    ids = np.asarray(ids, dtype=np.uint32)
+    if not len(notes):
+        return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
+    order = np.argsort(notes["correlation_id"], kind="stable")
+    keys = notes["correlation_id"][order]
+    pos = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+    return order[pos], (keys[pos] == ids) & (ids > 0)
 
 
 def enclosing_runtime_launches(api: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -138,11 +143,8 @@ def link_runtime_launches(notes: np.ndarray, api: np.ndarray) -> np.ndarray:
     rt, drv = enclosing_runtime_launches(api)
     if not len(rt) or not len(notes):
         return notes
-    order = np.argsort(notes["correlation_id"], kind="stable")
-    keys = notes["correlation_id"][order]
-    pos = np.minimum(np.searchsorted(keys, drv), len(keys) - 1)
-    hit = keys[pos] == drv
-    extra = notes[order[pos[hit]]].copy()
+    at, hit = _find_notes(notes, drv)
+    extra = notes[at[hit]].copy()
     extra["correlation_id"] = rt[hit]
     return np.concatenate([notes, extra])
 
