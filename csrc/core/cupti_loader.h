@@ -25,6 +25,7 @@
     X(cuptiEnableDomain)                                                                           \
     X(cuptiEnableCallback)                                                                         \
     X(cuptiActivityRegisterCallbacks)                                                              \
+    X(cuptiActivityRegisterTimestampCallback)                                                      \
     X(cuptiActivityEnable)                                                                         \
     X(cuptiActivityDisable)                                                                        \
     X(cuptiActivityEnableRuntimeApi)                                                               \

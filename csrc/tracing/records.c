@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define GP_BUFFER_ALIGN 8
 /* Completed buffers kept for reuse; more are freed. */
@@ -270,9 +271,25 @@ buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, s
 
 static int registered;
 
+/* CUPTI's own clock on Linux (CLOCK_REALTIME, in ns), for every record's timestamps. A client
+ * may register a clock of its own and never take it back: torch.profiler (Kineto) registers one
+ * that counts TSC ticks, not ns, so once it had run and let go of CUPTI, every duration we read
+ * was about 2.1x too long on an H200 host (a 2.1 GHz TSC) while CUDA events agreed with the
+ * truth. Registering ours at every session start, before any kind is enabled, makes the unit
+ * ours whatever ran before; it is also CUPTI's default, so a later client that does not register
+ * its own sees what it would have seen without us. */
+static uint64_t CUPTIAPI
+realtime_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 int
 gp_records_register(void)
 {
+    GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterTimestampCallback(realtime_ns));
     GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
     registered = 1;
     return 0;
