@@ -132,15 +132,33 @@ call_setup(gp_bench *self, PyObject **args, PyObject **kwargs)
     return gp_bench_setup_arguments(self->setup, self->args, self->kwargs, args, kwargs);
 }
 
-/* One timed iteration: [flush] [setup] start event, fn, stop event. Hot mode records only the
- * stop event: the previous iteration's stop is this one's start. */
+/* Waits for the whole device, GIL released. */
 static int
-enqueue_iteration(gp_bench *self, int i)
+sync_device(void)
+{
+    cudaError_t err;
+    Py_BEGIN_ALLOW_THREADS
+    err = cudaDeviceSynchronize();
+    Py_END_ALLOW_THREADS
+    GP_CUDA_CHECK(err);
+    return 0;
+error:
+    return -1;
+}
+
+/* One timed iteration: [flush] [setup] start event, fn, stop event. Hot mode records only the
+ * stop event: the previous iteration's stop is this one's start. With `sync_each` (fn's work is
+ * on streams the flush and the gate cannot order), the device is synchronized after the flush
+ * and after fn, so neither overlaps fn's work. */
+static int
+enqueue_iteration(gp_bench *self, int i, int sync_each)
 {
     PyObject *args = NULL, *kwargs = NULL;
     int rc = -1;
     if (self->flush)
         GP_CUDA_CHECK(gp_launch_l2_flush(self->flush_params, self->stream));
+    if (sync_each && sync_device() < 0)
+        goto error;
     if (call_setup(self, &args, &kwargs) < 0)
         goto error;
     const int hot = self->mode == MODE_HOT;
@@ -149,6 +167,8 @@ enqueue_iteration(gp_bench *self, int i)
     if (call_fn(self, args, kwargs) < 0)
         goto error;
     GP_CUDA_CHECK(cudaEventRecord(self->events[hot ? i + 1 : 2 * i + 1], self->stream));
+    if (sync_each && sync_device() < 0)
+        goto error;
     rc = 0;
 error:
     Py_XDECREF(args);
@@ -196,16 +216,19 @@ check_usable(gp_bench *self)
     return 0;
 }
 
-/* batch(n, gate_timeout_ns) -> (samples: bytes of n float64 ms, host_ns, gate_state).
- * gate_timeout_ns 0 runs without the gate (gate_state 0). */
+/* batch(n, gate_timeout_ns, sync_each=False) -> (samples: bytes of n float64 ms, host_ns,
+ * gate_state). gate_timeout_ns 0 runs without the gate (gate_state 0); sync_each synchronizes
+ * the device around each call of fn (and needs gate_timeout_ns 0). */
 static PyObject *
 bench_batch(PyObject *op, PyObject *args)
 {
     gp_bench *self = (gp_bench *)op;
-    int n;
+    int n, sync_each = 0;
     unsigned long long timeout_ns;
-    if (!PyArg_ParseTuple(args, "iK:batch", &n, &timeout_ns))
+    if (!PyArg_ParseTuple(args, "iK|p:batch", &n, &timeout_ns, &sync_each))
         return NULL;
+    if (sync_each && timeout_ns > 0)
+        return PyErr_Format(PyExc_ValueError, "batch: sync_each runs without the gate");
     if (n < 1 || n > GP_BENCH_MAX_BATCH)
         return PyErr_Format(PyExc_ValueError, "batch size must be in [1, %d], got %d",
                             GP_BENCH_MAX_BATCH, n);
@@ -223,7 +246,7 @@ bench_batch(PyObject *op, PyObject *args)
     if (hot)
         GP_CUDA_CHECK(cudaEventRecord(self->events[0], self->stream));
     for (int i = 0; i < n; i++)
-        if (PyErr_CheckSignals() < 0 || enqueue_iteration(self, i) < 0)
+        if (PyErr_CheckSignals() < 0 || enqueue_iteration(self, i, sync_each) < 0)
             goto error;
     int64_t host_ns = gp_now_ns() - t0;
     release_gate(self);

@@ -153,8 +153,13 @@ class GpuSource:
         self.runner = runner
         self.max_batch = _MAX_BATCH[mode]
         self.gated = True
+        self.sync_each = False  # fn's work is on other streams: iterations between device syncs
         self.tainted = 0
         self._host_per_iter = 0.0
+
+    def synchronize_each(self) -> None:
+        """From now on, each iteration runs between device synchronizations, ungated."""
+        self.sync_each, self.gated = True, False
 
     def run(self, n: int) -> Batch:
         import numpy as np
@@ -164,7 +169,7 @@ class GpuSource:
             expected = 20 * n * self._host_per_iter
             timeout_ns = int(min(_GATE_TIMEOUT_MAX_S, max(_GATE_TIMEOUT_S, expected)) * 1e9)
         t0 = time.perf_counter()
-        raw, host_ns, state = self.runner.batch(n, timeout_ns)
+        raw, host_ns, state = self.runner.batch(n, timeout_ns, self.sync_each)
         wall = time.perf_counter() - t0
         if state != _GATE_TIMED_OUT:
             self._host_per_iter = host_ns / 1e9 / n  # a timed-out batch's host time includes the wait
@@ -500,7 +505,16 @@ def _cupti_source(source, opts: Options):
         timer.close()
         raise
     if why is None:
-        return _bench_cupti.CuptiSource(source, timer), timer, None
+        note = None
+        if timer.other_streams:
+            if opts.mode == "graph":  # the graph replays on `stream`: its nodes cannot be elsewhere
+                timer.close()
+                raise _bench_cupti.TimingRefused(
+                    f"mode='graph': fn's work ran on other streams ({timer.other_streams}) than "
+                    "the captured graph's `stream`")
+            source.synchronize_each()
+            note = _bench_cupti.other_streams_note(timer.other_streams)
+        return _bench_cupti.CuptiSource(source, timer), timer, note
     timer.close()
     if opts.clock == "cupti":
         raise ValueError(f"clock='cupti' cannot time fn: {why}; use clock='gpu' (CUDA events)")

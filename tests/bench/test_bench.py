@@ -401,7 +401,7 @@ class FakeRunner:
         self._call()
         return 3
 
-    def batch(self, n, timeout_ns):
+    def batch(self, n, timeout_ns, sync_each=False):
         self.timeouts.append(timeout_ns)
         number, self.batches = self.batches, self.batches + 1
         if self.mode != "graph":
