@@ -187,6 +187,28 @@ def _run(setup, fn, args, kwargs):
     fn(*args, **kwargs)
 
 
+def _without_kernels(setup, fn, args, kwargs) -> str:
+    """What fn did on the GPU instead of kernels (one more call, traced), for the error."""
+    from ..tracing import activity
+
+    collector = activity.Collector(activity.MEMCPY | activity.MEMSET, "gpuprofile.metrics")
+    try:
+        collector.start()
+    except _C.GpuProfileError:  # CUPTI held elsewhere: nothing more to say
+        return "hardware counters here count kernels"
+    try:
+        _run(setup, fn, args, kwargs)
+    finally:
+        chunk = collector.stop().chunk
+    copies, sets = chunk.memcpy, chunk.memset
+    if not len(copies) and not len(sets):
+        return "it enqueued no copy or set either (host work only?)"
+    did = [f"{n} {what} of {int(b.sum()) / 2**20:.4g} MiB in all" for n, what, b in
+           ((len(copies), "copies", copies["bytes"]), (len(sets), "sets", sets["bytes"])) if n]
+    return (f"it ran {' and '.join(did)} on the copy engine (not a kernel: the counters here count "
+            "kernels); time it with gpuprofile.benchmark(fn, bytes=...) for its bandwidth")
+
+
 def _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on):
     """Runs passes until CUPTI has them all; returns (runs, kernel names of the first pass)."""
     first, runs = None, 0
@@ -232,6 +254,12 @@ def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels) -> 
             calls += 1
             _C._synchronize()
             warm = _log_take() if log_on else None
+        if per == "kernel" and warm is not None and len(warm) == 0:
+            # no kernel to give a range: the counters would be NaN with no word. A user range
+            # around a lone copy-engine copy crashed inside CUPTI's range profiler on an H200
+            # (2026-11-25, cuptiRangeProfilerStop), so no range is tried: say what fn did instead
+            raise ValueError("gpuprofile.metrics: fn launched no kernel, so there is nothing to "
+                             "count per kernel; " + _without_kernels(setup, fn, args, kwargs))
         if per == "call":
             capacity = 1
         else:
@@ -249,6 +277,10 @@ def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels) -> 
                              f"({dropped} not profiled): pass max_kernels=")
         ranges = rp.evaluate(plan.host)
         counter_bytes = rp.counter_data_bytes
+        if per == "kernel" and not ranges:
+            raise ValueError("gpuprofile.metrics: fn launched no kernel that CUPTI profiled, so "
+                             "there is nothing to count per kernel; per='call' counts the whole "
+                             "call (copy-engine copies and sets included)")
     except BaseException as e:
         _annotate(e, _cleanup(rp, log_on))
         raise

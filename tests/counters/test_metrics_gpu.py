@@ -404,3 +404,15 @@ def test_attention_self_check(impl):
             assert point.region == "compute", (r.kernels[i].name, point, sol)
             assert not sol.bound.startswith("memory"), (r.kernels[i].name, sol)
             assert r.kernels[i].values[TENSOR_PIPE] >= 40, r.kernels[i].values
+
+
+def test_a_copy_engine_memcpy_says_what_it_did():
+    """dst.copy_(src) in torch is a copy-engine memcpy, no kernel: a clear error that says so and
+    what fn did, instead of NaN with no word (issue 30)."""
+    torch = pytest.importorskip("torch")
+    src = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    with pytest.raises(ValueError, match=r"no kernel.*1 copies of 256 MiB"):
+        gp.metrics(lambda: dst.copy_(src), metrics=[DRAM_READ, DRAM_WRITE])
+    with pytest.raises(ValueError, match="no copy or set either"):
+        gp.metrics(lambda: None, metrics=[DRAM_READ])
