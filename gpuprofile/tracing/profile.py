@@ -473,8 +473,54 @@ class Profile:
                                   k["occupancy_limiter"], busy),
             memory_by_region=mem_rows, kernels=len(k), kernel_ms=int(k["duration_ns"].sum()) / 1e6,
             busy_ms=busy / 1e6, span_ms=(w.t1 - w.t0) / 1e6, dropped=self.dropped,
-            partial=w.partial,
+            partial=w.partial, notes=self._other_stream_notes(),
         )
+
+    def region_spans(self) -> np.ndarray:
+        """One row per region record with traced work: record (its index in
+        gpuprofile.records()), name, events_ms (the region's CUDA-event time on its own stream),
+        span_ms (CUPTI: first start to last end of the kernels, copies and sets attributed to it,
+        on any stream), items, other_stream_items and other_stream_ms (work on streams other than
+        the region's). A region whose work ran on another stream (a torch side stream, JAX's)
+        has events that do not cover it: span_ms is its GPU time."""
+        dtype = [("record", "<i8"), ("name", "O"), ("events_ms", "<f8"), ("span_ms", "<f8"),
+                 ("items", "<i8"), ("other_stream_items", "<i8"), ("other_stream_ms", "<f8")]
+        parts = [self.kernels, self.memcpy, self.memset]
+        rec = np.concatenate([t["region_record"] for t in parts]).astype(np.int64)
+        start = np.concatenate([t["start_ns"] for t in parts]).astype(np.int64)
+        end = np.concatenate([t["end_ns"] for t in parts]).astype(np.int64)
+        stream = np.concatenate([t["stream"] for t in parts]).astype(np.int64)
+        iv = self._intervals()
+        own = dict(zip(iv["record"].tolist(), iv["stream"].tolist(), strict=True))
+        records = self._records
+        rows = []
+        for r in np.unique(rec[rec >= 0]).tolist():
+            at = rec == r
+            other = at & (stream != own.get(r, -1)) if r in own else np.zeros_like(at)
+            has = records is not None and r < len(records)
+            rows.append((r, records["name"][r] if has else "", records["gpu_ms"][r] if has else np.nan,
+                         (end[at].max() - start[at].min()) / 1e6, int(at.sum()), int(other.sum()),
+                         float((end[other] - start[other]).sum()) / 1e6))
+        return np.array(rows, dtype=dtype)
+
+    def _other_stream_notes(self) -> list:
+        """Lines naming the regions whose events missed work on other streams."""
+        if not self.stream_attribution:
+            return []
+        try:
+            spans = self.region_spans()
+        except Exception:  # a note must never break the summary
+            return []
+        notes = []
+        for name in dict.fromkeys(spans["name"][spans["other_stream_items"] > 0].tolist()):
+            row = spans[spans["name"] == name]
+            notes.append(
+                f"region {name!r}: {int(row['other_stream_items'].sum())} kernels/copies/sets ran "
+                f"on streams other than its own ({row['other_stream_ms'].sum():.4g} ms); its event "
+                f"time ({np.nansum(row['events_ms']):.4g} ms) does not cover them: CUPTI's span is "
+                f"{row['span_ms'].sum():.4g} ms (p.region_spans()); enter the region on the stream "
+                "the work runs on (gp.region(name, stream=s)) for events that see it")
+        return notes
 
     def _python_rows(self):
         """(site, stack, leaf name, duration_ns, is_kernel) over kernels, copies and sets."""

@@ -4,7 +4,7 @@ GPU idle time between a region's kernels. No device, no globals; tested with exa
 from __future__ import annotations
 
 import html
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
@@ -194,6 +194,7 @@ class Summary:
     span_ms: float
     dropped: int
     partial: bool
+    notes: list = field(default_factory=list)  # e.g. regions whose events missed other streams
 
     def to_dict(self) -> dict:
         return {
@@ -202,6 +203,7 @@ class Summary:
             "memory_by_region": list(self.memory_by_region),
             "kernels": self.kernels, "kernel_ms": self.kernel_ms, "busy_ms": self.busy_ms,
             "span_ms": self.span_ms, "dropped": self.dropped, "partial": self.partial,
+            "notes": list(self.notes),
         }
 
     def _title(self) -> str:
@@ -226,7 +228,8 @@ class Summary:
         return out
 
     def __str__(self) -> str:
-        return "\n\n".join([self._title(), *self._tables(text_table)])
+        notes = "\n".join(f"note: {n}" for n in self.notes)
+        return "\n\n".join([self._title(), *self._tables(text_table), *([notes] if notes else [])])
 
     __repr__ = __str__
 
