@@ -207,6 +207,12 @@ class Collector:
         self._chunks = []
         if released is not None:
             window.errors.append(str(released))
+        if torch_profiler_active():  # it started inside our window: its buffers and clock took over
+            window.partial = True
+            window.errors.append(
+                "torch.profiler started while gpuprofile traced: it takes CUPTI's activity buffers "
+                "and registers its own clock, so records after its start may be missing or "
+                "mistimed; start it outside gpuprofile's trace")
         self.window = window
         if error is not None:
             raise error
