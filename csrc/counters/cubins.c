@@ -1,5 +1,6 @@
 /* Cubin capture. The handler runs on the loading thread without the GIL; the list is guarded by
- * a mutex and only grows (cubins are kept for the life of the process, up to a byte budget). */
+ * a mutex and only grows (cubins are kept for the life of the process, up to a byte budget).
+ * Capture runs during stalls() only, unless capture_cubins() pinned it on. */
 #include "cubins.h"
 #include "core/cupti_loader.h"
 #include "core/errors.h"
@@ -73,21 +74,42 @@ handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, cons
         keep(mod->pCubin, mod->cubinSize);
 }
 
+static const gp_cupti_callback loaded = {CUPTI_CB_DOMAIN_RESOURCE,
+                                         CUPTI_CBID_RESOURCE_MODULE_LOADED};
+static int pinned; /* capture_cubins() asked for it: it stays on until release_cubins() */
+
 int
 gp_cubins_capture_start(void)
 {
     if (capturing)
         return 0;
-    if (gp_cupti_subscribe() < 0 || gp_cupti_add_handler(handler, NULL) < 0)
+    if (gp_cupti_subscribe() < 0)
         return -1;
-    static const gp_cupti_callback loaded = {CUPTI_CB_DOMAIN_RESOURCE,
-                                             CUPTI_CBID_RESOURCE_MODULE_LOADED};
+    if (gp_cupti_add_handler(handler, NULL) < 0) {
+        gp_cupti_release();
+        return -1;
+    }
     if (gp_cupti_callbacks_on(&loaded, 1) < 0) {
         gp_cupti_remove_handler(handler, NULL);
+        gp_cupti_release();
         return -1;
     }
     capturing = 1;
     return 0;
+}
+
+/* Stops capturing (the cubins kept so far stay) and gives back the subscriber claim: held for
+ * the rest of the process, it kept torch.profiler from ever initializing CUPTI if it had not
+ * before (its kernels then read 0 in every later trace). */
+static void
+capture_stop(void)
+{
+    if (!capturing)
+        return;
+    (void)gp_cupti_callbacks_off(&loaded, 1);
+    gp_cupti_remove_handler(handler, NULL);
+    gp_cupti_release();
+    capturing = 0;
 }
 
 int
@@ -105,12 +127,17 @@ gp_cubins_find(uint64_t crc, const void **cubin, size_t *size)
     return found;
 }
 
-/* _capture_cubins() -> {"cubins": n, "bytes": b, "skipped": s}: start capturing (idempotent). */
+/* _capture_cubins(pin=True) -> {"cubins": n, "bytes": b, "skipped": s}: start capturing
+ * (idempotent); pinned, it stays on until _release_cubins(True). */
 static PyObject *
-capture_cubins(PyObject *module, PyObject *unused)
+capture_cubins(PyObject *module, PyObject *args)
 {
+    int pin = 1;
+    if (!PyArg_ParseTuple(args, "|p:_capture_cubins", &pin))
+        return NULL;
     if (gp_cubins_capture_start() < 0)
         return NULL;
+    pinned |= pin;
     pthread_mutex_lock(&lock);
     size_t n = n_cubins, b = bytes_kept, s = skipped;
     pthread_mutex_unlock(&lock);
@@ -118,9 +145,26 @@ capture_cubins(PyObject *module, PyObject *unused)
                          "skipped", (Py_ssize_t)s);
 }
 
+/* _release_cubins(unpin=False): stop a capture that nobody pinned (unpin: also a pinned one). */
+static PyObject *
+release_cubins(PyObject *module, PyObject *args)
+{
+    int unpin = 0;
+    if (!PyArg_ParseTuple(args, "|p:_release_cubins", &unpin))
+        return NULL;
+    if (unpin)
+        pinned = 0;
+    if (!pinned)
+        capture_stop();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef cubin_methods[] = {
-    {"_capture_cubins", capture_cubins, METH_NOARGS,
-     "Capture the cubins of modules loaded from now on (for source lines in stalls())."},
+    {"_capture_cubins", capture_cubins, METH_VARARGS,
+     "_capture_cubins(pin=True): capture the cubins of modules loaded from now on (for source "
+     "lines in stalls()); pinned, until _release_cubins(True)."},
+    {"_release_cubins", release_cubins, METH_VARARGS,
+     "_release_cubins(unpin=False): stop capturing unless pinned (unpin: in any case)."},
     {NULL, NULL, 0, NULL},
 };
 

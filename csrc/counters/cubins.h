@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Starts capturing (once per process; stays on). -1 with CuptiError. */
+/* Starts capturing (idempotent; on until released, cubins.c). -1 with CuptiError. */
 int gp_cubins_capture_start(void);
 
 /* The captured cubin with this CRC (valid until process exit): 1 found, 0 not captured. */

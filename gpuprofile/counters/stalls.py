@@ -148,9 +148,17 @@ def breakdown(reasons: list, pcs: dict, lines_of=None) -> list:
 
 def capture_cubins() -> dict:
     """Start keeping the cubins of CUDA modules loaded from now on, so stalls() can name source
-    lines for their kernels. stalls() starts it too; call this earlier (before the kernels you
-    care about first run) to cover more modules. Returns what has been captured so far."""
-    return _C._capture_cubins()
+    lines for their kernels. stalls() captures during its own call; call this earlier (before
+    the kernels you care about first run) to cover more modules. It holds CUPTI's subscriber
+    until release_cubins(): a torch.profiler that has not run yet in this process cannot
+    initialize CUPTI meanwhile (its traces would have no kernels). Returns what has been
+    captured so far."""
+    return _C._capture_cubins(True)
+
+
+def release_cubins() -> None:
+    """Stop the capture capture_cubins() started (the cubins kept so far stay usable)."""
+    _C._release_cubins(True)
 
 
 def stalls(fn, *args, period: int | None = None, max_pcs: int = 4096, source_lines: bool = True,
@@ -167,19 +175,22 @@ def stalls(fn, *args, period: int | None = None, max_pcs: int = 4096, source_lin
     notes = []
     if source_lines:
         try:
-            capture_cubins()
+            _C._capture_cubins(False)  # during this call only, unless capture_cubins() pinned it
         except _C.CuptiError as e:
             notes.append(f"source lines unavailable: {e}")
             source_lines = False
-    if setup is not None:
-        setup()
-    sampler = _C.PCSampler(period=period or 0, max_pcs=max_pcs)
     try:
-        sampler.start()
-        fn(*args, **kwargs)
-        sampler.stop()
+        if setup is not None:
+            setup()
+        sampler = _C.PCSampler(period=period or 0, max_pcs=max_pcs)
+        try:
+            sampler.start()
+            fn(*args, **kwargs)
+            sampler.stop()
+        finally:
+            sampler.close()
     finally:
-        sampler.close()
+        _C._release_cubins()
     totals = sampler.totals
     if totals["hardware_buffer_full"]:
         notes.append("the hardware buffer filled up: some samples were lost (use a larger period)")

@@ -269,7 +269,9 @@ class FakePCSampler:
 
 def test_stalls_orchestration(monkeypatch):
     monkeypatch.setattr(_C, "_current_device", lambda: 0)
-    monkeypatch.setattr(_C, "_capture_cubins", lambda: {"cubins": 0})
+    capture = []
+    monkeypatch.setattr(_C, "_capture_cubins", lambda pin=True: capture.append(("on", pin)))
+    monkeypatch.setattr(_C, "_release_cubins", lambda unpin=False: capture.append(("off", unpin)))
     monkeypatch.setattr(_C, "PCSampler", FakePCSampler)
     monkeypatch.setattr(_C, "_sass_to_source", lambda crc, fn, off: ("chase.cu", "/src", 7))
     ran = []
@@ -278,6 +280,9 @@ def test_stalls_orchestration(monkeypatch):
     k = report["chase"]
     assert k.samples == 100 and k.shares == {"long_scoreboard": 0.9, "selected": 0.1}
     assert k.lines[0].file == "chase.cu" and k.lines[0].line == 7 and report.notes == []
+    # cubins captured during the call only: a claim on CUPTI held for the rest of the process
+    # kept a torch.profiler that had not run yet from ever initializing CUPTI
+    assert capture == [("on", False), ("off", False)]
 
 
 def test_sample_orchestration(monkeypatch):
