@@ -8,6 +8,7 @@ every step nothing of CUPTI may still be held. Where CUPTI cannot be used (torch
 recording), the result must say so: clock 'gpu' and a note, never a silent change of meaning."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 torch = pytest.importorskip("torch")
 
-from hypothesis import settings  # noqa: E402
+from hypothesis import Phase, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: E402
 
@@ -45,6 +46,7 @@ def _truth_us() -> float:
 
 
 TRUTH_US = None
+HISTORY: list = []  # every step of every example: the process's state is what all of them left
 
 
 def _work():
@@ -59,14 +61,19 @@ class CuptiStates(RuleBasedStateMachine):
         if TRUTH_US is None:
             TRUTH_US = _truth_us()
         self.stream = torch.cuda.Stream()
-        self.log = []
+        self.log = HISTORY
+        HISTORY.append("--- new example")
+
+    def _tail(self) -> str:
+        """The last steps of the process (the shrunk example alone does not reproduce a state)."""
+        return " -> ".join(self.log[-40:])
 
     def _check_benchmark(self, r, what):
         tolerance = max(0.01 * TRUTH_US, 0.3)
-        assert r.clock == "cupti" and r.clock_note is None, (what, repr(r), self.log)
+        assert r.clock == "cupti" and r.clock_note is None, (what, repr(r), self._tail())
         assert abs(r.median_us - TRUTH_US) <= tolerance, (
             f"{what}: median {r.median_us:.3f} us vs truth {TRUTH_US:.3f} us (±{tolerance:.3f}) "
-            f"after {self.log}")
+            f"after {self._tail()}")
 
     @rule(activities=st.sampled_from(["cuda", "cpu+cuda"]))
     def torch_profiler(self, activities):
@@ -74,7 +81,8 @@ class CuptiStates(RuleBasedStateMachine):
         with torch.profiler.profile(activities=CUDA if activities == "cuda" else CPU_CUDA) as tp:
             _work()
             torch.cuda.synchronize()
-        assert sum(e.device_type.name == "CUDA" for e in tp.events()) >= WORK_KERNELS
+        seen = sum(e.device_type.name == "CUDA" for e in tp.events())
+        assert seen >= WORK_KERNELS, f"torch.profiler saw {seen} kernels after {self._tail()}"
 
     @rule()
     def refused_while_torch_records(self):
@@ -91,7 +99,7 @@ class CuptiStates(RuleBasedStateMachine):
         self.log.append(f"profile(python_stacks={stacks})")
         with gp.profile(memory=False, python_stacks=stacks) as p:
             _work()
-        assert len(p.kernels) == WORK_KERNELS, (len(p.kernels), self.log)
+        assert len(p.kernels) == WORK_KERNELS, (len(p.kernels), self._tail())
 
     @rule()
     def memory_track(self):
@@ -107,7 +115,7 @@ class CuptiStates(RuleBasedStateMachine):
     def metrics(self):
         self.log.append("metrics")
         m = gp.metrics(_work, metrics=["gpu__time_duration.sum"])
-        assert len(m.kernels) == WORK_KERNELS, (m, self.log)
+        assert len(m.kernels) == WORK_KERNELS, (m, self._tail())
 
     @rule()
     def stalls(self):
@@ -135,12 +143,16 @@ class CuptiStates(RuleBasedStateMachine):
     @invariant()
     def nothing_of_cupti_held(self):
         refs = _C._activity_state()["refs"]
-        assert not any(refs.values()), (refs, self.log)
+        assert not any(refs.values()), (refs, self._tail())
         # at most one claim: stalls() (here or in an earlier test) keeps capturing cubins for the
         # rest of the process, so PC samples map to source lines
-        assert _C._subscriber_state()["users"] <= 1, (_C._subscriber_state(), self.log)
+        assert _C._subscriber_state()["users"] <= 1, (_C._subscriber_state(), self._tail())
 
 
-CuptiStates.TestCase.settings = settings(max_examples=6, stateful_step_count=10, deadline=None,
-                                         derandomize=False, database=None)
+# No shrinking: each example runs in the state all earlier ones left, so a shrunk example would
+# not reproduce; the failure message names the process's last steps instead.
+EXAMPLES = int(os.environ.get("GPUPROFILE_STATES_EXAMPLES", "6"))  # longer runs: more examples
+CuptiStates.TestCase.settings = settings(max_examples=EXAMPLES, stateful_step_count=10, deadline=None,
+                                         derandomize=False, database=None,
+                                         phases=[Phase.generate])
 test_cupti_states = CuptiStates.TestCase
