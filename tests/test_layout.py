@@ -15,8 +15,14 @@ import re
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAX_LINES = 600
 
-# Files owned by the tracing work merged separately; they are split there, not here.
-OVERSIZED_ALLOWED: set = set()
+# A line limit is a smell, not a law: a file may grow past it with a written reason here (never
+# split a file or trim a comment only to fit). The test also flags a reason that no longer applies.
+OVERSIZED: dict = {
+    "gpuprofile/tracing/profile.py": "Profile holds collection, record shaping and results (region "
+    "spans among them); record shaping is to move to its own module (issue 24)",
+    "gpuprofile/bench/benchmark.py": "options, sample sources, the loop and the run of benchmark(); "
+    "options and sources are to move out (issue 24)",
+}
 
 
 def _c_files():
@@ -157,7 +163,9 @@ def test_no_import_cycles():
 def test_no_source_file_over_the_limit():
     sources = [*_c_files(), *(ROOT / "gpuprofile").rglob("*.py")]
     long = {str(p.relative_to(ROOT)): n for p in sources if (n := len(p.read_text().splitlines())) > MAX_LINES}
-    assert {k: v for k, v in long.items() if k not in OVERSIZED_ALLOWED} == {}
+    assert {k: v for k, v in long.items() if k not in OVERSIZED} == {}, "give a reason in OVERSIZED"
+    assert set(OVERSIZED) - set(long) == set(), "these are back under the limit: drop their reasons"
+    assert all(len(reason) > 40 for reason in OVERSIZED.values())
 
 
 def test_c_never_imports_gpuprofile_by_name():
