@@ -75,9 +75,10 @@ _STATE = pytest.StashKey[_State]()
 
 
 def _read(path):
+    from ._files import read_json
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(path)
         baselines(data)
     except (OSError, ValueError) as e:
         raise pytest.UsageError(f"--gpu-benchmark-compare: cannot read {path}: {e}") from None
@@ -245,13 +246,13 @@ def pytest_sessionfinish(session):
         return
     state.entries.sort(key=lambda e: e["name"])
     if state.save:
+        from ._files import write_json
         from .distributed import rank_fields
 
         results = [{**e["result"], "name": e["name"], "test": e["test"], "group": e["group"]}
                    for e in state.entries]
-        with open(state.save, "w", encoding="utf-8") as f:
-            json.dump({"gpuprofile_benchmark_file": _FILE_VERSION, **rank_fields(), "results": results},
-                      f, indent=1)
+        write_json(state.save, {"gpuprofile_benchmark_file": _FILE_VERSION, **rank_fields(),
+                                "results": results})
 
 
 def pytest_terminal_summary(terminalreporter, config):

@@ -9,11 +9,11 @@ several are matched by result name (a test suite saved twice).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
 
+from .._files import read_json
 from .._format import fmt, html_table, text_table
 from .result import BenchmarkResult, compare, fmt_time
 
@@ -25,8 +25,7 @@ class ResultFileError(ValueError):
 def load_results(path) -> list:
     """The BenchmarkResults in a saved file (one result, a pytest plugin file, or a list)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(path)
     except (OSError, ValueError) as e:
         raise ResultFileError(f"cannot read {path}: {e}") from None
     if isinstance(data, dict) and isinstance(data.get("results"), list):

@@ -3,7 +3,6 @@ module (and `import gpuprofile`) stays light."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
@@ -148,20 +147,25 @@ class BenchmarkResult:
         return cls(samples=np.asarray(samples, dtype=np.float64), **kwargs)
 
     def save(self, path) -> str:
-        """Write this result as JSON (samples included); a result of one rank of several goes to
-        that rank's file (r.rank1.json, or `{rank}` in `path`). Returns the path written."""
+        """Write this result as strict JSON (samples included; NaN and infinities as null),
+        atomically: a save that fails or is killed half way leaves the file that was at `path`
+        as it was. A result of one rank of several goes to that rank's file (r.rank1.json, or
+        `{rank}` in `path`). Returns the path written."""
+        from .._files import write_json
         from ..distributed import RankInfo, rank_path
 
         rank = self.rank or 0
         path = rank_path(path, RankInfo(rank, self.world_size or 1, rank, "result"))
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=1)
+        write_json(path, self.to_dict())
         return path
 
     @classmethod
     def load(cls, path) -> BenchmarkResult:
-        with open(path, encoding="utf-8") as f:
-            return cls.from_dict(json.load(f))
+        """The result saved at `path`. The JSON must be strict (no NaN or Infinity tokens: null
+        stands for a number that was not finite); ValueError or TypeError otherwise."""
+        from .._files import read_json
+
+        return cls.from_dict(read_json(path))
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, BenchmarkResult):
@@ -235,10 +239,13 @@ class BenchmarkResult:
 
 def _checked_field(name: str, annotation: str, value):
     """A loaded field's value if it has the annotated JSON type (floats as float: an int too big
-    for one is a ValueError); TypeError naming the field otherwise."""
+    for one is a ValueError; null, which save() writes for NaN and infinities, as NaN); TypeError
+    naming the field otherwise."""
     base, _, optional = annotation.partition(" | ")
     if value is None and optional == "None":
         return None
+    if value is None and base == "float":
+        return math.nan
     if base == "Any":
         return value
     ok = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,), "list": (list,)}[base]

@@ -11,6 +11,8 @@ import json
 import os
 from collections import defaultdict
 
+from .._files import save_figure
+
 
 def load_rows(path):
     with open(path, encoding="utf-8") as f:
@@ -59,7 +61,7 @@ def plot(plt, data, ylabel, title, path, hline=None, ylog=True):
     if ax.get_legend_handles_labels()[0]:  # a sweep without naive has no memory lines
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure(fig, path, dpi=130)
     plt.close(fig)
     return path
 
