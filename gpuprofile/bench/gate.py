@@ -78,7 +78,7 @@ def _samples_problem(samples, median: float) -> str | None:
         return "'samples' must be a flat list of numbers"
     bad = np.flatnonzero(~np.isfinite(a) | (a < 0))
     if bad.size:
-        return f"'samples'[{int(bad[0])}] is {a[bad[0]]!r} (samples must be finite and >= 0)"
+        return f"'samples'[{int(bad[0])}] is {float(a[bad[0]])!r} (samples must be finite and >= 0)"
     own = float(np.median(a))
     if not math.isclose(own, median, rel_tol=_MEDIAN_RTOL, abs_tol=0.0):
         return (f"'median_ms' {median:.9g} is not the median of its own {a.size} samples "

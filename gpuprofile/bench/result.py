@@ -265,7 +265,10 @@ class BenchmarkResult:
 
     def _stop_text(self) -> str:
         if self.stop_reason == "converged":
-            return f"noise <= {fmt(self.max_noise * 100, 3)} %"
+            text = f"noise <= {fmt(self.max_noise * 100, 3)} %"
+            if self.rel_noise > self.max_noise:  # the clock's steps: more samples cannot help
+                text += " before the clock's resolution"
+            return text
         if self.stop_reason == "fixed":
             return "fixed count"
         return f"stopped at {self.stop_reason}, noise target {fmt(self.max_noise * 100, 3)} % not reached"
