@@ -23,7 +23,9 @@ def valid() -> dict:
     if not _VALID:
         _VALID.update(gp.benchmark(sum, [1, 2, 3], clock="host", warmup=0, min_time=0.01,
                                    max_noise=0.5, flops=100, bytes=8, name="r").to_dict())
-        _VALID["samples"] = _VALID["samples"][:5]  # a short file keeps every example fast
+        # a short file keeps every example fast; its median stays its samples' (bench/gate.py)
+        low, median, high = _VALID["ci_low_ms"], _VALID["median_ms"], _VALID["ci_high_ms"]
+        _VALID["samples"] = [low, low, median, high, high]
     return json.loads(json.dumps(_VALID))
 
 
