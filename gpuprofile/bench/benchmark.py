@@ -340,8 +340,9 @@ def _build_result(opts: Options, got: Collected, *, clock, inner, gated, flush_b
     from .result import BenchmarkResult, throttle_reason_names
 
     s = summary(got.samples)
-    # ns clocks; the host's per-call samples divide a reading by `inner`
-    stated = time.get_clock_info("monotonic").resolution * 1e3 / inner if clock == "host" else 1e-6
+    # the host's per-call samples divide a reading by `inner`; GPU timestamps step by 32 ns
+    # (measured on the H200: docs/benchmarks.md, benchmark accuracy)
+    stated = time.get_clock_info("monotonic").resolution * 1e3 / inner if clock == "host" else 32e-6
     low, high, step = resolved_median_ci(got.samples, stated)
     peak_name, peak_tflops, peak_gbps = _peaks(info, opts.peak)
     tp = throughput(got.median_ms, opts.flops, opts.bytes, peak_tflops, peak_gbps)

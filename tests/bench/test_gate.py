@@ -291,6 +291,10 @@ def test_plugin_refuses_an_untrusted_baseline_up_front(pytester):
     result = pytester.runpytest(f"--gpu-benchmark-compare={base}", "--gpu-benchmark-fail-slower=5")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*'median_ms' * is not the median of its own * samples*"])
+    base.write_text("[" * 100_000 + "]" * 100_000)
+    result = pytester.runpytest(f"--gpu-benchmark-compare={base}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*cannot read * the JSON is nested too deeply to read*"])
 
 
 def test_plugin_fails_a_test_whose_own_result_cannot_be_gated(pytester):
