@@ -224,3 +224,17 @@ def test_trace_merge_and_collapsed_stack_writers_use_the_helper(tmp_path):
     assert out.read_text() == "old" and os.listdir(tmp_path) == ["merged.json"]
     merge._write(str(out), [{"ph": "X"}])
     assert json.loads(out.read_text()) == {"displayTimeUnit": "ns", "traceEvents": [{"ph": "X"}]}
+
+
+def test_other_readers_turn_deep_nesting_into_clear_errors(tmp_path, monkeypatch):
+    from gpuprofile.counters import roofline
+    from gpuprofile.tracing.merge import read_trace
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ValueError, match="deep.json: not a Chrome trace .nested too deeply"):
+        read_trace(deep)
+    monkeypatch.setattr(roofline, "cache_path", lambda: str(deep))
+    assert roofline._read_file() == {}
+    deep.write_text("[1, 2]")  # valid JSON, not a cache
+    assert roofline._read_file() == {}

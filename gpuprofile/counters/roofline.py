@@ -13,14 +13,13 @@ $GPUPROFILE_CACHE_DIR, else $XDG_CACHE_HOME/gpuprofile, else ~/.cache/gpuprofile
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from dataclasses import asdict, dataclass
 
 from .. import _C
-from .._files import save_figure, write_json
+from .._files import read_json, save_figure, write_json
 from .._format import html_table, text_table
 
 log = logging.getLogger("gpuprofile")
@@ -67,11 +66,12 @@ def cache_path() -> str:
 
 def _read_file() -> dict:
     try:
-        with open(cache_path()) as f:
-            data = json.load(f)
+        data = read_json(cache_path())
     except (OSError, ValueError):
         return {}
-    return data.get("devices", {}) if data.get("version") == _VERSION else {}
+    if not isinstance(data, dict) or data.get("version") != _VERSION:
+        return {}
+    return data.get("devices", {})
 
 
 def _write_file(entry: Ceilings) -> None:

@@ -39,6 +39,8 @@ def read_trace(path) -> dict:
             data = json.load(f)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not a Chrome trace ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a Chrome trace (nested too deeply to read)") from None
     if isinstance(data, list):
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
