@@ -13,6 +13,7 @@ refuse the NaN / Infinity tokens that Python's json module would otherwise accep
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip as _gzip
 import io
 import json
@@ -55,18 +56,20 @@ def atomic_write(path, mode: str = "w", *, gzip: bool = False, encoding: str = "
 
     mode: 'w' (text, `encoding`) or 'wb' (bytes). gzip=True compresses (level `compresslevel`:
     1 by default, since the files compressed here are large traces where speed matters more).
-    A symbolic link at `path` is followed: its target is replaced. An OSError names `path`.
+    A symbolic link at `path` is followed: its target is replaced. An OSError names `path` as
+    given.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
-    path = os.path.realpath(os.fspath(path))
+    given = os.fspath(path)
+    path = os.path.realpath(given)
     tmp = _temp_name(path)
     try:
         # O_EXCL: never write through a file someone else put there; 0o666 leaves the mode to
         # the umask, as open() would for a new file
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     except OSError as e:
-        raise _naming(e, path) from None
+        raise _naming(e, given) from None
     try:
         with os.fdopen(fd, "wb", buffering=buffering) as raw:
             z = _gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=compresslevel) if gzip else None
@@ -82,7 +85,7 @@ def atomic_write(path, mode: str = "w", *, gzip: bool = False, encoding: str = "
     except BaseException as e:
         _remove(tmp)
         if isinstance(e, OSError) and e.errno is not None and e.filename in (None, tmp):
-            raise _naming(e, path) from None
+            raise _naming(e, given) from None
         raise
     _sync_folder(os.path.dirname(path))
 
@@ -103,9 +106,8 @@ def _text(binary, encoding: str) -> io.TextIOWrapper:
 def check_writable(path) -> None:
     """Raise OSError (naming `path`) unless a file can be written at `path` the way atomic_write
     writes one: `path` is not a folder and its folder takes a new file. Nothing is left behind."""
-    path = os.path.realpath(os.fspath(path))
     if os.path.isdir(path):
-        raise IsADirectoryError(21, "Is a directory", path)
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), os.fspath(path))
     with contextlib.suppress(_Probe), atomic_write(path, "wb"):
         raise _Probe  # abandon the write: the temporary file is removed, `path` untouched
 
