@@ -3,8 +3,8 @@
 A gate (`gpuprofile compare --fail-slower`, the pytest plugin's --gpu-benchmark-fail-slower)
 fails closed: a result whose median or interval is not a finite positive number, whose samples
 are not finite non-negative numbers, or whose median is not the median of its own samples (a
-damaged or hand-edited file) is an error naming the field, never a pass. Pure Python on dicts (the
-plugin's saved entries) and BenchmarkResults alike; NumPy only for long sample lists.
+damaged or hand-edited file) is an error naming the field, never a pass. Works on dicts (the
+plugin's saved entries) and BenchmarkResults alike; NumPy is imported only to check samples.
 """
 
 from __future__ import annotations
