@@ -33,22 +33,15 @@ from .device import device_count
 _TIMEIT_LONG = ["mode=", "flops=", "bytes=", "clock=", "max-time=", "max-noise=", "name=", "rounds="]
 
 
-def _number(opts, key: str, default=None):
+def _number(opts, key: str, default=None, kind=float):
+    """Option `key` converted by `kind` (float, or int for a count); `default` when absent."""
     if key not in opts:
         return default
     try:
-        return float(opts[key])
+        return kind(opts[key])
     except ValueError:
-        raise UsageError(f"--{key} needs a number, got {opts[key]!r}") from None
-
-
-def _count(opts, key: str, default: int) -> int:
-    if key not in opts:
-        return default
-    try:
-        return int(opts[key])
-    except ValueError:
-        raise UsageError(f"--{key} needs a whole number, got {opts[key]!r}") from None
+        what = "a number" if kind is float else "a whole number"
+        raise UsageError(f"--{key} needs {what}, got {opts[key]!r}") from None
 
 
 @magics_class
@@ -83,7 +76,7 @@ class GpuProfileMagics(Magics):
             result = benchmark(fn, mode=mode, clock=clock, flops=_number(opts, "flops"),
                                bytes=_number(opts, "bytes"), max_time=_number(opts, "max-time", 5.0),
                                max_noise=_number(opts, "max-noise", 0.005),
-                               stream=namespace.get("stream"), rounds=_count(opts, "rounds", 1))
+                               stream=namespace.get("stream"), rounds=_number(opts, "rounds", 1, int))
         except (TypeError, ValueError) as e:
             if getattr(e, "__notes__", None):  # fn raised: the user's traceback
                 raise
