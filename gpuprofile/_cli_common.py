@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 
@@ -13,10 +12,12 @@ def error(prog: str, message: str, code: int) -> int:
 
 
 def write_json(prog: str, path: str, data) -> int:
-    """Writes `data` as JSON to `path`: 0, or 1 after an error line when it cannot be written."""
+    """Writes `data` as strict JSON to `path`, atomically (gpuprofile._files): 0, or 1 after an
+    error line when it cannot be written."""
+    from ._files import write_json as write
+
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1)
+        write(path, data)
     except OSError as e:
         return error(prog, f"cannot write {path}: {e}", 1)
     return 0

@@ -82,6 +82,33 @@ def median_ci(samples, confidence: float = 0.95) -> tuple[float, float]:
     return float(part[lo]), float(part[hi])
 
 
+def resolve(samples, low: float, high: float, resolution: float = 0.0) -> tuple[float, float, float]:
+    """(low, high, step): [low, high] widened on each side to the nearest distinct sample value
+    beyond it, and by at least `resolution` (the clock's stated resolution); `step` is the larger
+    widening. Samples read through a coarse clock take few distinct values: between two of them
+    the samples cannot tell where the median lies, so an interval of the median never ends
+    inside such a gap, and ties never give a zero-width interval. On fine-grained samples the
+    neighbours are one order statistic away and the widening is negligible. A side without a
+    neighbour (all samples beyond it are tied) takes the other side's gap. NaN bounds stay NaN."""
+    if math.isnan(low) or math.isnan(high):
+        return low, high, math.nan
+    values = np.unique(np.asarray(samples, dtype=np.float64))
+    i = int(np.searchsorted(values, low, side="left"))
+    j = int(np.searchsorted(values, high, side="right"))
+    below = low - values[i - 1] if i > 0 else math.nan
+    above = values[j] - high if j < values.size else math.nan
+    below = above if math.isnan(below) else below
+    above = below if math.isnan(above) else above
+    step_low = max(resolution, 0.0 if math.isnan(below) else float(below))
+    step_high = max(resolution, 0.0 if math.isnan(above) else float(above))
+    return max(0.0, low - step_low), high + step_high, max(step_low, step_high)
+
+
+def resolved_median_ci(samples, resolution: float = 0.0, confidence: float = 0.95) -> tuple[float, float, float]:
+    """(low, high, step): median_ci(samples) widened by resolve() for the clock's resolution."""
+    return resolve(samples, *median_ci(samples, confidence), resolution)
+
+
 def rel_half_width(low: float, high: float, center: float) -> float:
     """(high - low) / 2 / center: the relative half-width of an interval; inf when undefined."""
     if math.isnan(low) or math.isnan(high) or math.isnan(center):
@@ -99,8 +126,11 @@ def rel_noise(samples, confidence: float = 0.95) -> float:
 
 
 def ratio_interval(low_a: float, high_a: float, low_b: float, high_b: float) -> tuple[float, float]:
-    """Bounds of a/b when a lies in [low_a, high_a] and b in [low_b, high_b] (all positive): a
-    conservative interval for the ratio of two medians from their confidence intervals."""
-    if min(low_a, high_a, low_b, high_b) <= 0 or any(map(math.isnan, (low_a, high_a, low_b, high_b))):
+    """Bounds of a/b when a lies in [low_a, high_a] and b in [low_b, high_b]: a conservative
+    interval for the ratio of two medians from their confidence intervals. The highs must be
+    positive and the lows >= 0 (a low of 0, from an interval widened by a clock's resolution,
+    makes that side of the ratio 0 or inf); NaN bounds otherwise."""
+    values = (low_a, high_a, low_b, high_b)
+    if any(map(math.isnan, values)) or min(values) < 0 or min(high_a, high_b) <= 0:
         return math.nan, math.nan
-    return low_a / high_b, high_a / low_b
+    return low_a / high_b, (high_a / low_b if low_b > 0 else math.inf)

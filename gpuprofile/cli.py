@@ -11,6 +11,7 @@ import os
 import sys
 
 from . import _C, __version__
+from ._files import write_json
 from ._format import text_table
 from ._script import run_script
 
@@ -197,8 +198,7 @@ def run(argv) -> int:
         if opts["json"]:
             from .distributed import rank_path
 
-            with open(rank_path(opts["json"]), "w") as f:
-                json.dump(p.to_dict(), f, indent=1)
+            write_json(rank_path(opts["json"]), p.to_dict())
     except (OSError, _C.GpuProfileError) as exc:
         print(f"gpuprofile run: {exc}", file=sys.stderr)
         code = code or 1

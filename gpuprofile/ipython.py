@@ -7,7 +7,8 @@
                                          the cell's regions and the device-memory peak, inline
 
 %gpu_timeit options: -m/--mode cold|hot|graph, --flops F, --bytes B, --clock C, --max-time S,
---max-noise X, -n NAME, -o (return the BenchmarkResult instead of displaying it). Statements see
+--max-noise X, --rounds N (repeat the whole measurement; the interval spans the rounds' medians),
+-n NAME, -o (return the BenchmarkResult instead of displaying it). Statements see
 the notebook's names; setup runs in a copy of them, so it leaves the notebook's namespace as it
 was. In graph mode `stream` is a gpuprofile.Stream to launch on. Without a CUDA device the host
 clock times the statement, and the result says so.
@@ -29,16 +30,18 @@ from .bench.benchmark import benchmark
 from .bench.stmt import BadStatement, compile_stmt
 from .device import device_count
 
-_TIMEIT_LONG = ["mode=", "flops=", "bytes=", "clock=", "max-time=", "max-noise=", "name="]
+_TIMEIT_LONG = ["mode=", "flops=", "bytes=", "clock=", "max-time=", "max-noise=", "name=", "rounds="]
 
 
-def _number(opts, key: str, default=None):
+def _number(opts, key: str, default=None, kind=float):
+    """Option `key` converted by `kind` (float, or int for a count); `default` when absent."""
     if key not in opts:
         return default
     try:
-        return float(opts[key])
+        return kind(opts[key])
     except ValueError:
-        raise UsageError(f"--{key} needs a number, got {opts[key]!r}") from None
+        what = "a number" if kind is float else "a whole number"
+        raise UsageError(f"--{key} needs {what}, got {opts[key]!r}") from None
 
 
 @magics_class
@@ -73,7 +76,7 @@ class GpuProfileMagics(Magics):
             result = benchmark(fn, mode=mode, clock=clock, flops=_number(opts, "flops"),
                                bytes=_number(opts, "bytes"), max_time=_number(opts, "max-time", 5.0),
                                max_noise=_number(opts, "max-noise", 0.005),
-                               stream=namespace.get("stream"))
+                               stream=namespace.get("stream"), rounds=_number(opts, "rounds", 1, int))
         except (TypeError, ValueError) as e:
             if getattr(e, "__notes__", None):  # fn raised: the user's traceback
                 raise

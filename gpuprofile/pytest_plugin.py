@@ -27,7 +27,7 @@ _OUTPUT_KEY = "gpuprofile_benchmarks"  # in xdist's workeroutput
 _FILE_VERSION = 1
 # Keywords of gpu_benchmark(...) that configure the benchmark; every other keyword goes to fn.
 _OPTIONS = frozenset({"warmup", "min_time", "max_time", "max_noise", "min_iters", "max_iters",
-                      "flush_l2", "mode", "stream", "flops", "bytes", "clock", "peak"})
+                      "flush_l2", "mode", "stream", "flops", "bytes", "clock", "peak", "rounds"})
 
 
 def pytest_addoption(parser):
@@ -39,6 +39,9 @@ def pytest_addoption(parser):
     group.addoption("--gpu-benchmark-fail-slower", metavar="PCT", type=float, default=None,
                     help="with --gpu-benchmark-compare: fail a test whose median is slower than "
                          "the saved one by more than PCT %% with 95 %% confidence")
+    group.addoption("--gpu-benchmark-rounds", metavar="N", type=int, default=1,
+                    help="repeat each whole measurement N times: intervals then span the spread "
+                         "between runs, not only the noise within one (use 5 for a CI gate)")
     group.addoption("--gpu-benchmark-disable", action="store_true",
                     help="run each benchmarked function once, untimed")
 
@@ -58,6 +61,7 @@ class _State:
             if compare and os.path.exists(rank_path(compare)):
                 self.compare_path = rank_path(compare)
         self.fail_slower = config.getoption("--gpu-benchmark-fail-slower")
+        self.rounds = config.getoption("--gpu-benchmark-rounds")
         self.disabled = config.getoption("--gpu-benchmark-disable")
         self.is_worker = hasattr(config, "workerinput")
         self.entries = []  # {"test", "group", "result", "baseline"}: JSON-ready
@@ -75,36 +79,35 @@ _STATE = pytest.StashKey[_State]()
 
 
 def _read(path):
+    from ._files import read_json
+
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(path)
         baselines(data)
     except (OSError, ValueError) as e:
         raise pytest.UsageError(f"--gpu-benchmark-compare: cannot read {path}: {e}") from None
     return data
 
 
-_BASELINE_KEYS = ("median_ms", "ci_low_ms", "ci_high_ms")
-
-
 def baselines(data) -> dict:
-    """{name: {median_ms, ci_low_ms, ci_high_ms}} of a saved benchmark file's contents; ValueError
-    saying what is wrong with a file that is not one (or is damaged)."""
+    """{name: {median_ms, ci_low_ms, ci_high_ms, rounds}} of a saved benchmark file's contents
+    (the interval as a gate compares it: bench.gate.interval); ValueError naming the result and
+    field of a file that is not one, is damaged, or holds a result a gate cannot trust (a
+    median or interval that is not a finite positive number, a median not its samples')."""
+    from .bench import gate
+
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise ValueError("not a gpuprofile benchmark file (no 'results' list)")
     out = {}
     for k, e in enumerate(data["results"]):
         if not isinstance(e, dict) or not isinstance(e.get("name"), str):
             raise ValueError(f"results[{k}] is not a benchmark result with a name")
-        for key in _BASELINE_KEYS:
-            value = e.get(key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValueError(f"results[{k}] ({e['name']}): {key!r} must be a number, got {value!r}")
-            try:
-                float(value)
-            except OverflowError:
-                raise ValueError(f"results[{k}] ({e['name']}): {key!r} is too large") from None
-        out[e["name"]] = {key: float(e[key]) for key in _BASELINE_KEYS}
+        gate.check(e, f"results[{k}] ({e['name']})")
+        low, high = gate.interval(e)
+        rounds = e.get("rounds")
+        out[e["name"]] = {"median_ms": float(e["median_ms"]), "ci_low_ms": float(low),
+                          "ci_high_ms": float(high),
+                          "rounds": rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else 1}
     return out
 
 
@@ -120,8 +123,17 @@ def pytest_configure(config):
             raise pytest.UsageError("--gpu-benchmark-fail-slower needs --gpu-benchmark-compare=PATH")
         if not state.fail_slower >= 0:
             raise pytest.UsageError(f"--gpu-benchmark-fail-slower must be >= 0, got {state.fail_slower}")
+    if isinstance(state.rounds, bool) or not isinstance(state.rounds, int) or state.rounds < 1:
+        raise pytest.UsageError(f"--gpu-benchmark-rounds must be >= 1, got {state.rounds}")
     if state.compare_path is not None and not state.is_worker:
         _read(state.compare_path)  # a bad file is a usage error up front, not one per test
+    if state.save and not state.is_worker:
+        from ._files import check_writable
+
+        try:  # now, not after the whole run
+            check_writable(state.save)
+        except OSError as e:
+            raise pytest.UsageError(f"--gpu-benchmark-save: cannot write {state.save}: {e.strerror}") from None
     config.stash[_STATE] = state
 
 
@@ -146,7 +158,8 @@ class GpuBenchmarkFixture:
     def __call__(self, fn, *args, **kwargs):
         """Benchmark fn(*args, **kwargs) with gpuprofile.benchmark and return fn's own result.
         Keywords that are benchmark options (mode, max_time, ...) configure the benchmark."""
-        options = {**self._defaults, **{k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS}}
+        options = {"rounds": self._state.rounds, **self._defaults,
+                   **{k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS}}
         value = fn(*args, **kwargs)
         if self._state.disabled:
             return value
@@ -156,9 +169,11 @@ class GpuBenchmarkFixture:
         return value
 
     def pedantic(self, fn, args=(), kwargs=None, *, setup=None, rounds=100, warmup_rounds=1, **options):
-        """Exactly `rounds` timed iterations after `warmup_rounds` untimed ones, no stopping rule.
-        setup() runs untimed before every iteration; it may return (args, kwargs) for that call.
-        Other keywords are benchmark options. Returns fn's result from an extra first call."""
+        """Exactly `rounds` timed iterations after `warmup_rounds` untimed ones, no stopping rule
+        (pytest-benchmark's names: these rounds are iterations; --gpu-benchmark-rounds, or the
+        marker's rounds=, repeats the whole measurement). setup() runs untimed before every
+        iteration; it may return (args, kwargs) for that call. Other keywords are benchmark
+        options, but not rounds=. Returns fn's result from an extra first call."""
         from .bench.benchmark import make_options, run
 
         if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
@@ -176,7 +191,7 @@ class GpuBenchmarkFixture:
         value = fn(*call_args, **(call_kwargs or {}))
         if self._state.disabled:
             return value
-        merged = {**_BENCH_DEFAULTS, **self._defaults, **options}
+        merged = {**_BENCH_DEFAULTS, "rounds": self._state.rounds, **self._defaults, **options}
         merged.update(min_iters=rounds, max_iters=rounds, min_time=0.0, max_time=math.inf,
                       warmup=0.0, name=self._next_name(), fixed=True, warmup_iters=warmup_rounds)
         self._record(run(fn, tuple(args), kwargs, make_options(**merged), setup=setup))
@@ -201,7 +216,7 @@ class GpuBenchmarkFixture:
 # gpuprofile.benchmark's defaults, for pedantic() which builds its options itself.
 _BENCH_DEFAULTS = dict(warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005, min_iters=10,
                        max_iters=1_000_000, flush_l2=None, mode="cold", clock="auto", stream=None,
-                       flops=None, bytes=None, name=None, peak=None)
+                       flops=None, bytes=None, name=None, peak=None, rounds=1)
 
 
 def _ratio(a: float, b: float) -> float:
@@ -209,15 +224,24 @@ def _ratio(a: float, b: float) -> float:
 
 
 def _fail_if_slower(result, base, pct):
+    """Fails the test when `result` is slower than the saved `base` by more than pct % with 95 %
+    confidence, and when either cannot be trusted (the gate fails closed, never passes)."""
     from ._stats import ratio_interval
+    from .bench import gate
 
-    low, _ = ratio_interval(result.ci_low_ms, result.ci_high_ms, base["ci_low_ms"], base["ci_high_ms"])
-    if low > 1 + pct / 100:
+    for what, r in (("this run's result", result), ("the saved result", base)):
+        why = gate.problem(r)
+        if why is not None:
+            pytest.fail(f"gpu_benchmark {result.name}: cannot compare, {what} is not usable: {why}",
+                        pytrace=False)
+    low, _ = ratio_interval(*gate.interval(result), base["ci_low_ms"], base["ci_high_ms"])
+    if not low <= 1 + pct / 100:  # NaN fails too
         ratio = _ratio(result.median_ms, base["median_ms"])
+        scope = "within one run" if min(result.rounds, base.get("rounds", 1)) <= 1 else "over rounds"
         pytest.fail(
             f"gpu_benchmark {result.name}: median {result.median_ms:.6g} ms vs saved "
             f"{base['median_ms']:.6g} ms ({ratio:.3f}x); slower by more than {pct:g} % with 95 % "
-            f"confidence (at least {low:.3f}x from the two confidence intervals)",
+            f"confidence (at least {low:.3f}x from the two confidence intervals, {scope})",
             pytrace=False,
         )
 
@@ -245,13 +269,13 @@ def pytest_sessionfinish(session):
         return
     state.entries.sort(key=lambda e: e["name"])
     if state.save:
+        from ._files import write_json
         from .distributed import rank_fields
 
         results = [{**e["result"], "name": e["name"], "test": e["test"], "group": e["group"]}
                    for e in state.entries]
-        with open(state.save, "w", encoding="utf-8") as f:
-            json.dump({"gpuprofile_benchmark_file": _FILE_VERSION, **rank_fields(), "results": results},
-                      f, indent=1)
+        write_json(state.save, {"gpuprofile_benchmark_file": _FILE_VERSION, **rank_fields(),
+                                "results": results})
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -273,6 +297,7 @@ def summary_lines(entries) -> list[str]:
     """The summary table, one block per group. Pure: entries as recorded by the fixture."""
     from ._format import fmt, text_table
     from ._stats import ratio_interval
+    from .bench import gate
     from .bench.result import fmt_time, verdict
 
     lines = []
@@ -298,11 +323,13 @@ def summary_lines(entries) -> list[str]:
                 if b is None:
                     row += ["-", "-", "new"]
                 else:
-                    low, high = ratio_interval(r["ci_low_ms"], r["ci_high_ms"], b["ci_low_ms"], b["ci_high_ms"])
+                    low, high = ratio_interval(*gate.interval(r), b["ci_low_ms"], b["ci_high_ms"])
                     row += [fmt_time(b["median_ms"]), f"{fmt(_ratio(r['median_ms'], b['median_ms']))}x",
                             verdict(low, high)]
             rows.append(row)
         lines += text_table(headers, rows, title=f"group: {group}" if group else None).splitlines()
         lines.append("")
     lines += [f"[{k + 1}] {note}" for k, note in enumerate(notes)]
-    return lines if notes else lines[:-1]
+    if min(e["result"].get("rounds", 1) for e in entries) <= 1:
+        lines.append(f"note: {gate.WITHIN_ONE_RUN}")
+    return lines

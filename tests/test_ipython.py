@@ -61,6 +61,12 @@ def test_cell_magic_runs_the_setup_line_without_touching_the_namespace(shell):
     assert r.name == "total = sum(ys) …" and shell.user_ns["ys"] is None and "total" not in shell.user_ns
 
 
+def test_rounds_repeat_the_measurement(shell):
+    with capture_output():
+        r = shell.run_line_magic("gpu_timeit", f"-o {QUICK} --rounds 2 sum(range(10))")
+    assert r.rounds == 2 and len(r.round_medians_ms) == 2
+
+
 @no_device
 def test_without_a_device_the_magic_says_it_uses_the_host_clock(shell):
     with capture_output() as cap:
@@ -73,6 +79,8 @@ def test_without_a_device_the_magic_says_it_uses_the_host_clock(shell):
     ("gpu_timeit", "x = (", None, "not valid Python"),
     ("gpu_timeit", f"{QUICK} --flops lots 1", None, "--flops needs a number"),
     ("gpu_timeit", "--mode warm --clock host 1", None, "mode must be one of"),
+    ("gpu_timeit", f"{QUICK} --rounds two 1", None, "--rounds needs a whole number"),
+    ("gpu_timeit", f"{QUICK} --rounds 0 1", None, "rounds must be >= 1"),
     ("gpuprofile", "extra words", "1", "takes only --trace PATH"),
 ])
 def test_usage_errors(shell, magic, line, cell, match):

@@ -20,8 +20,6 @@ MAX_LINES = 600
 OVERSIZED: dict = {
     "gpuprofile/tracing/profile.py": "Profile holds collection, record shaping and results (region "
     "spans among them); record shaping is to move to its own module (issue 24)",
-    "gpuprofile/bench/benchmark.py": "options, sample sources, the loop and the run of benchmark(); "
-    "options and sources are to move out (issue 24)",
 }
 
 

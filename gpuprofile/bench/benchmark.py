@@ -26,7 +26,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..distributed import rank_fields
-from .result import Batch
+from .result import Batch, throughput
+from .rounds import merge_rounds
 
 _MODES = ("cold", "hot", "graph")
 _CLOCKS = ("auto", "cupti", "gpu", "host")
@@ -77,6 +78,8 @@ class Options:
     peak: Any
     fixed: bool = False  # exactly max_iters samples, no stopping rule (pytest plugin's pedantic)
     warmup_iters: int | None = None  # warm up by count instead of by time
+    rounds: int = 1  # whole measurements, merged by bench/rounds.py
+    inner: int | None = None  # host clock: calls per sample, when fixed (rounds after the first)
 
 
 def _number(value, option, *, minimum=0.0, strict=False, allow_inf=False):
@@ -98,7 +101,8 @@ def _integer(value, option, minimum):
 
 
 def make_options(*, warmup, min_time, max_time, max_noise, min_iters, max_iters, flush_l2, mode,
-                 clock, stream, flops, bytes, name, peak, fixed=False, warmup_iters=None) -> Options:
+                 clock, stream, flops, bytes, name, peak, fixed=False, warmup_iters=None,
+                 rounds=1) -> Options:
     """Validated options; ValueError/TypeError naming the option otherwise."""
     if mode not in _MODES:
         raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -139,7 +143,8 @@ def make_options(*, warmup, min_time, max_time, max_noise, min_iters, max_iters,
     if warmup_iters is not None:
         warmup_iters = _integer(warmup_iters, "warmup_iters", 0)
     return Options(warmup, min_time, max_time, max_noise, min_iters, max_iters, flush_l2, mode,
-                   clock, stream, flops, bytes, name, peak, fixed, warmup_iters)
+                   clock, stream, flops, bytes, name, peak, fixed, warmup_iters,
+                   _integer(rounds, "rounds", 1))
 
 
 # ---- sample sources ------------------------------------------------------------------------------
@@ -312,31 +317,6 @@ def collect(source, opts: Options, per_iter_s: float) -> Collected:
 # ---- results -------------------------------------------------------------------------------------
 
 
-def throughput(median_ms: float, flops, nbytes, peak_tflops, peak_gbps) -> dict:
-    """TFLOP/s, GB/s, % of the peaks, arithmetic intensity, ridge point and the roofline verdict
-    ('memory' below the ridge point, else 'compute'; None without both flops and bytes and both
-    peaks). Pure: tested with exact values."""
-    out = dict(tflops=None, gbps=None, pct_peak_flops=None, pct_peak_bw=None,
-               arithmetic_intensity=None, ridge_point=None, bound=None)
-    seconds = median_ms / 1e3
-    if not seconds > 0:
-        return out
-    if flops is not None:
-        out["tflops"] = flops / seconds / 1e12
-        if peak_tflops:
-            out["pct_peak_flops"] = 100 * out["tflops"] / peak_tflops
-    if nbytes is not None:
-        out["gbps"] = nbytes / seconds / 1e9
-        if peak_gbps:
-            out["pct_peak_bw"] = 100 * out["gbps"] / peak_gbps
-    if flops is not None and nbytes is not None:
-        out["arithmetic_intensity"] = flops / nbytes
-        if peak_tflops and peak_gbps:
-            out["ridge_point"] = peak_tflops * 1e12 / (peak_gbps * 1e9)
-            out["bound"] = "memory" if out["arithmetic_intensity"] < out["ridge_point"] else "compute"
-    return out
-
-
 def _peaks(info, peak) -> tuple[str | None, float | None, float | None]:
     """(peak name, TFLOP/s, DRAM GB/s) for `peak`: None picks the FP16 tensor peak where the device
     has one (else FP32), a string names one, a number is a custom TFLOP/s."""
@@ -360,12 +340,15 @@ def _device_info(index: int):
 def _build_result(opts: Options, got: Collected, *, clock, inner, gated, flush_bytes, warmup_s,
                   first_call_ms, info, clocks, graph_nodes, name, clock_note=None,
                   event_median_ms=None) -> Any:
-    from .._stats import median_ci, summary
+    from .._stats import rel_half_width, resolved_median_ci, summary
     from .._version import __version__
     from .result import BenchmarkResult, throttle_reason_names
 
     s = summary(got.samples)
-    low, high = median_ci(got.samples)
+    # the host's per-call samples divide a reading by `inner`; GPU timestamps step by 32 ns
+    # (measured on the H200: docs/benchmarks.md, benchmark accuracy)
+    stated = time.get_clock_info("monotonic").resolution * 1e3 / inner if clock == "host" else 32e-6
+    low, high, step = resolved_median_ci(got.samples, stated)
     peak_name, peak_tflops, peak_gbps = _peaks(info, opts.peak)
     tp = throughput(got.median_ms, opts.flops, opts.bytes, peak_tflops, peak_gbps)
     start, end = clocks if clocks else (None, None)
@@ -376,7 +359,8 @@ def _build_result(opts: Options, got: Collected, *, clock, inner, gated, flush_b
     return BenchmarkResult(
         name=name, samples=got.samples, median_ms=s["median"], mean_ms=s["mean"], stdev_ms=s["stdev"],
         min_ms=s["min"], max_ms=s["max"], p10_ms=s["p10"], p90_ms=s["p90"], iqr_ms=s["iqr"],
-        ci_low_ms=low, ci_high_ms=high, rel_noise=got.rel_noise, iterations=iterations,
+        ci_low_ms=low, ci_high_ms=high, rel_noise=rel_half_width(low, high, s["median"]),
+        resolution_ms=step, iterations=iterations,
         mode=opts.mode, clock=clock, flush_l2=opts.flush_l2 and clock != "host", l2_flush_bytes=flush_bytes,
         clock_note=clock_note, event_median_ms=event_median_ms,
         gated=gated, host_ms_per_iter=got.host_s * 1e3 / iterations if iterations else math.nan,
@@ -452,8 +436,11 @@ def run(fn, args: tuple, kwargs: dict, opts: Options, setup=None):
     if setup is not None and opts.mode != "cold":
         raise ValueError(f"setup runs between timed iterations: it needs mode='cold', not {opts.mode!r}")
     name = opts.name or _fn_name(fn)
-    result = _run_gpu(fn, args, kwargs, opts, setup, name) if _use_gpu(opts) else \
-        _run_host(fn, args, kwargs, opts, setup, name)
+    measure = _run_gpu if _use_gpu(opts) else _run_host
+    results = [measure(fn, args, kwargs, opts, setup, name)]
+    opts = dataclasses.replace(opts, inner=results[0].inner)  # every round's samples alike
+    results += [measure(fn, args, kwargs, opts, setup, name) for _ in range(opts.rounds - 1)]
+    result = results[0] if opts.rounds == 1 else merge_rounds(results)
     _warn_if_noisy(result)
     return result
 
@@ -475,7 +462,9 @@ def _run_host(fn, args, kwargs, opts, setup, name):
         first_call_s = time.perf_counter() - t0
         phase = "the warm-up"
         warmup_s, per_call = warm_up(source, opts.warmup, first_call_s, opts.warmup_iters)
-        if setup is None and not opts.fixed and 0 < per_call < _HOST_MIN_SAMPLE_S:
+        if opts.inner is not None:
+            source.inner = opts.inner
+        elif setup is None and not opts.fixed and 0 < per_call < _HOST_MIN_SAMPLE_S:
             room = max(1, opts.max_iters // opts.min_iters)  # keep min_iters samples possible
             source.inner = min(1000, math.ceil(_HOST_MIN_SAMPLE_S / per_call), room)
         phase = "the measurement"
@@ -568,7 +557,7 @@ def _run_gpu(fn, args, kwargs, opts, setup, name):
 
 def benchmark(fn, *args, warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005, min_iters=10,
               max_iters=1_000_000, flush_l2=None, mode="cold", stream=None, flops=None, bytes=None,
-              name=None, clock="auto", peak=None, **kwargs):
+              name=None, clock="auto", peak=None, rounds=1, **kwargs):
     """Time `fn(*args, **kwargs)` on the GPU and return a BenchmarkResult with its uncertainty.
 
     The first call runs on its own (JIT, lazy loading, allocator growth), then calls are repeated
@@ -593,9 +582,13 @@ def benchmark(fn, *args, warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005
     overhead), 'gpu' (a pair of CUDA events around each iteration; they add the GPU's launch
     processing, about 2.7 µs on an H200), or 'host' for CPU code. result.clock says which was
     used, result.clock_note why CUPTI was not, result.event_median_ms what events measured.
+    rounds: repeat the whole measurement (first call, warm-up, timing) this many times; the result
+    pools the samples and its interval also spans every round's median, so it covers the spread
+    between runs, not only the noise within one (what a CI gate needs: docs/benchmark.md).
     Times (warmup, min_time, max_time) are seconds. Every other keyword goes to fn.
     """
     opts = make_options(warmup=warmup, min_time=min_time, max_time=max_time, max_noise=max_noise,
                         min_iters=min_iters, max_iters=max_iters, flush_l2=flush_l2, mode=mode,
-                        clock=clock, stream=stream, flops=flops, bytes=bytes, name=name, peak=peak)
+                        clock=clock, stream=stream, flops=flops, bytes=bytes, name=name, peak=peak,
+                        rounds=rounds)
     return run(fn, args, kwargs, opts)

@@ -32,9 +32,12 @@ examples:
 Each result is compared with the baseline file's result of the same name (files holding one
 result each are compared with each other whatever their names). ratio = median / baseline median;
 its 95 % bounds come from the two medians' confidence intervals, and a verdict is 'slower' or
-'faster' only when those bounds exclude 1 ('same' otherwise). Exit status: 0 no regression, 1 a
-result is slower than its baseline by more than --fail-slower percent with 95 % confidence, 2 bad
-arguments or an unreadable file.
+'faster' only when those bounds exclude 1 ('same' otherwise). An interval covers the noise within
+one run; results measured with rounds (bench --rounds, pytest --gpu-benchmark-rounds) also cover
+the spread between runs, which a CI gate needs. Exit status: 0 no regression, 1 a result is
+slower than its baseline by more than --fail-slower percent with 95 % confidence, 2 bad
+arguments, an unreadable file, or a result a gate cannot trust (a median or interval that is
+not a finite positive number, samples that are not finite, a median that is not its samples').
 """
 
 
@@ -57,6 +60,9 @@ def add_parsers(sub, formatter) -> None:
                    help="stop measuring after this long (default 5)")
     p.add_argument("--max-noise", type=float, default=0.005, metavar="FRACTION",
                    help="stop once the median's 95%% CI half-width is within this (default 0.005)")
+    p.add_argument("--rounds", type=int, default=1, metavar="N",
+                   help="repeat the whole measurement N times; the interval then spans the "
+                        "rounds' medians (the spread between runs: use 5 for a CI gate)")
     p.add_argument("--name", default=None, help="the result's name (default: STMT's first line)")
     p.add_argument("--json", default=None, metavar="PATH", help="save the result (samples included)")
     p.set_defaults(func=bench_main)
@@ -77,12 +83,18 @@ def add_parsers(sub, formatter) -> None:
 
 def bench_main(args) -> int:
     from .. import _C
+    from .._files import check_writable
     from ..device import device_count
     from .benchmark import benchmark
     from .stmt import BadStatement, compile_stmt
 
     stmt = "\n".join(args.stmt)
     namespace: dict = {}
+    if args.json:
+        try:  # before a long measurement, not after
+            check_writable(args.json)
+        except OSError as e:
+            return error("gpuprofile bench", f"cannot write {args.json}: {e.strerror}", 2)
     if args.mode == "graph":
         if device_count() == 0:
             return error("gpuprofile bench", "--mode graph needs a CUDA device "
@@ -103,7 +115,7 @@ def bench_main(args) -> int:
     try:
         result = benchmark(fn, mode=args.mode, flops=args.flops, bytes=args.bytes, clock=args.clock,
                            max_time=args.max_time, max_noise=args.max_noise,
-                           stream=namespace.get("stream"))
+                           stream=namespace.get("stream"), rounds=args.rounds)
     except (TypeError, ValueError) as e:
         if _raised_by_options(e):
             return error("gpuprofile bench", str(e), 2)
@@ -146,6 +158,7 @@ def compare_main(args) -> int:
     except ValueError as e:
         return error("gpuprofile compare", str(e), 2)
     print(comparison)
+    print(comparison.scope_note())
     if args.json and write_json("gpuprofile compare", args.json, comparison.to_dict()):
         return 1
     slower = comparison.regressions(args.fail_slower)

@@ -9,11 +9,11 @@ several are matched by result name (a test suite saved twice).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass
 
+from .._files import read_json
 from .._format import fmt, html_table, text_table
 from .result import BenchmarkResult, compare, fmt_time
 
@@ -25,8 +25,7 @@ class ResultFileError(ValueError):
 def load_results(path) -> list:
     """The BenchmarkResults in a saved file (one result, a pytest plugin file, or a list)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+        data = read_json(path)
     except (OSError, ValueError) as e:
         raise ResultFileError(f"cannot read {path}: {e}") from None
     if isinstance(data, dict) and isinstance(data.get("results"), list):
@@ -66,6 +65,7 @@ class FileRow:
     ratio_low: float
     ratio_high: float
     verdict: str  # baseline | faster | slower | same | unknown | new (not in the baseline)
+    rounds: int = 1  # whole measurements behind the result (its interval spans their medians)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -89,6 +89,16 @@ class FileComparison:
         """Rows slower than the baseline by more than threshold_pct with 95 % confidence: the
         ratio's lower bound exceeds 1 + threshold_pct / 100."""
         return [r for r in self.rows if r.verdict == "slower" and r.ratio_low > 1 + threshold_pct / 100]
+
+    def scope_note(self) -> str:
+        """What the bounds mean, in one line: within one run, or the spread between rounds."""
+        from .gate import WITHIN_ONE_RUN
+
+        fewest = min((r.rounds for r in self.rows), default=1)
+        if fewest > 1:
+            return (f"note: every result was measured in {fewest} rounds or more: its interval "
+                    "spans the spread between those runs (not between machines or days)")
+        return f"note: {WITHIN_ONE_RUN}"
 
     def counts(self) -> dict:
         out = {}
@@ -127,7 +137,16 @@ class FileComparison:
 
 def compare_files(files, baseline: int = 0) -> FileComparison:
     """Compare [(label, [BenchmarkResult, ...]), ...] against files[baseline]: each result's
-    median ratio to the baseline's, with the interval and verdict of bench.result.compare()."""
+    median ratio to the baseline's, with the interval and verdict of bench.result.compare().
+    A result a gate cannot trust (bench/gate.py) is a ResultFileError naming its file, result
+    and field: the comparison fails closed."""
+    from . import gate
+
+    for label, results in files:
+        for r in results:
+            why = gate.problem(r)
+            if why is not None:
+                raise ResultFileError(f"{label}: result {r.name!r}: {why}")
     if len(files) < 2:
         raise ValueError("compare needs at least two files")
     if not -len(files) <= baseline < len(files):
@@ -147,12 +166,12 @@ def compare_files(files, baseline: int = 0) -> FileComparison:
     for name in names:
         present = [(labels[i], keyed[name]) for i, keyed in enumerate(table) if name in keyed]
         if name not in table[baseline]:
-            rows += [FileRow(r.name, f, r.median_ms, r.rel_noise, math.nan, math.nan, math.nan, "new")
-                     for f, r in present]
+            rows += [FileRow(r.name, f, r.median_ms, r.rel_noise, math.nan, math.nan, math.nan, "new",
+                             r.rounds) for f, r in present]
             continue
         missing += [(name, labels[i]) for i, keyed in enumerate(table) if name not in keyed]
         result = compare(dict(present), baseline=labels[baseline])
         for (f, r), row in zip(present, result.rows, strict=True):
             rows.append(FileRow(r.name, f, row.median_ms, row.rel_noise, row.ratio, row.ratio_low,
-                                row.ratio_high, row.verdict))
+                                row.ratio_high, row.verdict, r.rounds))
     return FileComparison(labels[baseline], labels, rows, missing)

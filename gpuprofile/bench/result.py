@@ -3,7 +3,6 @@ module (and `import gpuprofile`) stays light."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
@@ -27,6 +26,31 @@ class Batch:
     host_s: float  # host time spent enqueueing (GPU clock) or calling (host clock)
     tainted: bool = False  # the gate timed out: the samples are not trustworthy
 
+
+
+def throughput(median_ms: float, flops, nbytes, peak_tflops, peak_gbps) -> dict:
+    """TFLOP/s, GB/s, % of the peaks, arithmetic intensity, ridge point and the roofline verdict
+    ('memory' below the ridge point, else 'compute'; None without both flops and bytes and both
+    peaks). Pure: tested with exact values."""
+    out = dict(tflops=None, gbps=None, pct_peak_flops=None, pct_peak_bw=None,
+               arithmetic_intensity=None, ridge_point=None, bound=None)
+    seconds = median_ms / 1e3
+    if not seconds > 0:
+        return out
+    if flops is not None:
+        out["tflops"] = flops / seconds / 1e12
+        if peak_tflops:
+            out["pct_peak_flops"] = 100 * out["tflops"] / peak_tflops
+    if nbytes is not None:
+        out["gbps"] = nbytes / seconds / 1e9
+        if peak_gbps:
+            out["pct_peak_bw"] = 100 * out["gbps"] / peak_gbps
+    if flops is not None and nbytes is not None:
+        out["arithmetic_intensity"] = flops / nbytes
+        if peak_tflops and peak_gbps:
+            out["ridge_point"] = peak_tflops * 1e12 / (peak_gbps * 1e9)
+            out["bound"] = "memory" if out["arithmetic_intensity"] < out["ridge_point"] else "compute"
+    return out
 
 
 def throttle_reason_names(mask: int | None) -> list[str]:
@@ -56,7 +80,12 @@ class BenchmarkResult:
     Times are in milliseconds. `samples` holds one value per timed iteration (host clock: per
     group of `inner` calls, divided by `inner`). The statistics summarize the samples; `ci_low_ms`
     and `ci_high_ms` bound the median with 95 % confidence (distribution-free, from order
-    statistics); `rel_noise` is that interval's half-width relative to the median.
+    statistics), widened on each side to the next distinct sample value and by at least the
+    clock's resolution (`resolution_ms`: the larger widening), so that quantised samples never
+    claim a zero-width interval; `rel_noise` is that interval's half-width
+    relative to the median. The interval covers the noise within one run; with `rounds` > 1 the
+    whole measurement ran that many times, `samples` pools them all, `round_medians_ms` holds
+    each round's median and the interval also spans them (the spread between runs).
     """
 
     name: str
@@ -112,6 +141,9 @@ class BenchmarkResult:
     timestamp: str = ""
     rank: int | None = None  # in a multi-rank job (gpuprofile.distributed), else None
     world_size: int | None = None
+    resolution_ms: float | None = None  # None: saved before intervals held the clock's resolution
+    rounds: int = 1
+    round_medians_ms: list = field(default_factory=list)
 
     @property
     def median_us(self) -> float:
@@ -123,6 +155,7 @@ class BenchmarkResult:
         if self.world_size is None:  # single-process results stay as they were
             del d["rank"], d["world_size"]
         d["throttle_reasons"] = list(self.throttle_reasons)
+        d["round_medians_ms"] = [float(x) for x in self.round_medians_ms]
         if samples:
             d["samples"] = [float(x) for x in self.samples]
         return d
@@ -148,20 +181,25 @@ class BenchmarkResult:
         return cls(samples=np.asarray(samples, dtype=np.float64), **kwargs)
 
     def save(self, path) -> str:
-        """Write this result as JSON (samples included); a result of one rank of several goes to
-        that rank's file (r.rank1.json, or `{rank}` in `path`). Returns the path written."""
+        """Write this result as strict JSON (samples included; NaN and infinities as null),
+        atomically: a save that fails or is killed half way leaves the file that was at `path`
+        as it was. A result of one rank of several goes to that rank's file (r.rank1.json, or
+        `{rank}` in `path`). Returns the path written."""
+        from .._files import write_json
         from ..distributed import RankInfo, rank_path
 
         rank = self.rank or 0
         path = rank_path(path, RankInfo(rank, self.world_size or 1, rank, "result"))
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, indent=1)
+        write_json(path, self.to_dict())
         return path
 
     @classmethod
     def load(cls, path) -> BenchmarkResult:
-        with open(path, encoding="utf-8") as f:
-            return cls.from_dict(json.load(f))
+        """The result saved at `path`. The JSON must be strict (no NaN or Infinity tokens: null
+        stands for a number that was not finite); ValueError or TypeError otherwise."""
+        from .._files import read_json
+
+        return cls.from_dict(read_json(path))
 
     def __eq__(self, other) -> bool:
         if not isinstance(other, BenchmarkResult):
@@ -188,12 +226,14 @@ class BenchmarkResult:
     def _rows(self) -> list:
         rows = [
             ["median", fmt_time(self.median_ms)],
-            ["95% CI of median", f"{fmt_time(self.ci_low_ms)} .. {fmt_time(self.ci_high_ms)}"],
+            ["95% CI of median", f"{fmt_time(self.ci_low_ms)} .. {fmt_time(self.ci_high_ms)} "
+                                 f"({self._ci_scope()})"],
             ["noise (CI half-width)", f"±{fmt(self.rel_noise * 100, 3)} %"],
             ["mean ± stdev", f"{fmt_time(self.mean_ms)} ± {fmt_time(self.stdev_ms)}"],
             ["min / max", f"{fmt_time(self.min_ms)} / {fmt_time(self.max_ms)}"],
             ["p10 / p90 / IQR", f"{fmt_time(self.p10_ms)} / {fmt_time(self.p90_ms)} / {fmt_time(self.iqr_ms)}"],
             ["iterations", f"{self.iterations} in {fmt(self.wall_s, 3)} s ({self._stop_text()})"],
+            *([["round medians", ", ".join(map(fmt_time, self.round_medians_ms))]] if self.rounds > 1 else []),
             ["measured with", self._how()],
             *([["events would read", fmt_time(self.event_median_ms)]] if self.event_median_ms else []),
             ["host time per iteration", fmt_time(self.host_ms_per_iter)],
@@ -216,9 +256,19 @@ class BenchmarkResult:
                                   f"ridge {fmt(self.ridge_point)} FLOP/B)"])
         return rows
 
+    def _ci_scope(self) -> str:
+        """What the interval covers, in words."""
+        scope = "within one run" if self.rounds <= 1 else f"{self.rounds} rounds: spans their medians"
+        if self.resolution_ms:
+            scope += f", ±{fmt_time(self.resolution_ms)} clock resolution included"
+        return scope
+
     def _stop_text(self) -> str:
         if self.stop_reason == "converged":
-            return f"noise <= {fmt(self.max_noise * 100, 3)} %"
+            text = f"noise <= {fmt(self.max_noise * 100, 3)} %"
+            if self.rel_noise > self.max_noise:  # the clock's steps: more samples cannot help
+                text += " before the clock's resolution"
+            return text
         if self.stop_reason == "fixed":
             return "fixed count"
         return f"stopped at {self.stop_reason}, noise target {fmt(self.max_noise * 100, 3)} % not reached"
@@ -235,10 +285,13 @@ class BenchmarkResult:
 
 def _checked_field(name: str, annotation: str, value):
     """A loaded field's value if it has the annotated JSON type (floats as float: an int too big
-    for one is a ValueError); TypeError naming the field otherwise."""
+    for one is a ValueError; null, which save() writes for NaN and infinities, as NaN); TypeError
+    naming the field otherwise."""
     base, _, optional = annotation.partition(" | ")
     if value is None and optional == "None":
         return None
+    if value is None and base == "float":
+        return math.nan
     if base == "Any":
         return value
     ok = {"float": (int, float), "int": (int,), "bool": (bool,), "str": (str,), "list": (list,)}[base]
@@ -251,6 +304,8 @@ def _checked_field(name: str, annotation: str, value):
             raise ValueError(f"benchmark result: field {name!r} is too large for a float") from None
     if name == "throttle_reasons" and not all(isinstance(x, str) for x in value):
         raise TypeError("benchmark result: field 'throttle_reasons' must be a list of str")
+    if name == "round_medians_ms":
+        return [_checked_field("round_medians_ms", "float", x) for x in value]
     return value
 
 
@@ -329,8 +384,10 @@ def compare(results, baseline=0) -> Comparison:
     """Compare benchmark results against a baseline (an index into results, or a name/label).
 
     `results` is a list of BenchmarkResult (named by .name) or a dict {label: BenchmarkResult}.
+    A result that a gate could not trust (see bench/gate.py) gets the verdict 'unknown'.
     """
     from .. import _stats
+    from . import gate
 
     if isinstance(results, dict):
         items = list(results.items())
@@ -351,10 +408,14 @@ def compare(results, baseline=0) -> Comparison:
     else:
         raise ValueError(f"compare(baseline={baseline!r}): no result with that name; have {labels}")
     base = items[base_index][1]
+    base_ok = gate.problem(base) is None
     rows = []
     for label, (_, r) in zip(labels, items, strict=True):
-        low, high = _stats.ratio_interval(r.ci_low_ms, r.ci_high_ms, base.ci_low_ms, base.ci_high_ms)
+        low, high = _stats.ratio_interval(*gate.interval(r), *gate.interval(base))
         ratio = r.median_ms / base.median_ms if base.median_ms > 0 else math.nan
-        rows.append(ComparisonRow(label, r.median_ms, r.rel_noise, ratio, low, high,
-                                  "baseline" if r is base else verdict(low, high)))
+        if r is base:
+            judged = "baseline"
+        else:  # a result that cannot be trusted (NaN, <= 0, median not its samples') is no "same"
+            judged = verdict(low, high) if base_ok and gate.problem(r) is None else "unknown"
+        rows.append(ComparisonRow(label, r.median_ms, r.rel_noise, ratio, low, high, judged))
     return Comparison(labels[base_index], rows)

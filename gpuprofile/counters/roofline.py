@@ -13,13 +13,13 @@ $GPUPROFILE_CACHE_DIR, else $XDG_CACHE_HOME/gpuprofile, else ~/.cache/gpuprofile
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from dataclasses import asdict, dataclass
 
 from .. import _C
+from .._files import read_json, save_figure, write_json
 from .._format import html_table, text_table
 
 log = logging.getLogger("gpuprofile")
@@ -66,11 +66,12 @@ def cache_path() -> str:
 
 def _read_file() -> dict:
     try:
-        with open(cache_path()) as f:
-            data = json.load(f)
+        data = read_json(cache_path())
     except (OSError, ValueError):
         return {}
-    return data.get("devices", {}) if data.get("version") == _VERSION else {}
+    if not isinstance(data, dict) or data.get("version") != _VERSION:
+        return {}
+    return data.get("devices", {})
 
 
 def _write_file(entry: Ceilings) -> None:
@@ -79,10 +80,7 @@ def _write_file(entry: Ceilings) -> None:
     devices[entry.device_uuid] = entry.to_dict()
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump({"version": _VERSION, "devices": devices}, f, indent=1)
-        os.replace(tmp, path)
+        write_json(path, {"version": _VERSION, "devices": devices})
     except OSError as e:
         log.warning("gpuprofile: could not write the ceilings cache %s: %s", path, e)
 
@@ -183,5 +181,5 @@ def plot_roofline(results, ceilings=None, path: str | None = None, title: str | 
     ax.legend(fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     if path is not None:
-        fig.savefig(path, dpi=120, bbox_inches="tight")
+        save_figure(fig, path, dpi=120, bbox_inches="tight")
     return fig

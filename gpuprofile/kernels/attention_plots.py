@@ -7,14 +7,14 @@ for each (dtype, head_dim, causal) group. Only timed, validated rows are drawn. 
 
 from __future__ import annotations
 
-import json
 import os
 from collections import defaultdict
 
+from .._files import read_json, save_figure
+
 
 def load_rows(path):
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    data = read_json(path)
     rows = data.get("results", data.get("perf", []))
     env = data.get("config", data.get("environment", {}))
     return [r for r in rows if r.get("status") == "ok"], env
@@ -59,7 +59,7 @@ def plot(plt, data, ylabel, title, path, hline=None, ylog=True):
     if ax.get_legend_handles_labels()[0]:  # a sweep without naive has no memory lines
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=130)
+    save_figure(fig, path, dpi=130)
     plt.close(fig)
     return path
 

@@ -4,8 +4,9 @@ machine permits them). gpuprofile/cli.py dispatches here."""
 
 from __future__ import annotations
 
-import json
 import sys
+
+from .._files import write_json
 
 ATTENTION_EXAMPLE = """\
 examples:
@@ -88,8 +89,7 @@ def attention_main(args) -> int:
     code = 0 if ab.all_ok(rows) else 1
     if args.output:
         config = {k: v for k, v in vars(args).items() if k not in ("func", "parser")}
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump({"config": {**config, **ab.environment(torch)}, "results": rows}, f, indent=1)
+        write_json(args.output, {"config": {**config, **ab.environment(torch)}, "results": rows})
         print(f"gpuprofile attention: results written to {args.output}", file=sys.stderr)
     if args.plots:
         code = max(code, _plots(rows, ab.environment(torch), args.plots))
@@ -154,8 +154,7 @@ def profile_kernels_main(args) -> int:
         out = {"config": {**config, "shape": list(shape), "dtype": dtype},
                "validation": {"max_error": err, "tolerance": tol}, "trace": trace,
                "metrics": counters.to_dict() if counters is not None else None}
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(out, f, indent=1)
+        write_json(args.json, out)
     return 0
 
 

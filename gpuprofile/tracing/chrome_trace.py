@@ -10,14 +10,13 @@ format does not require more (viewers sort).
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import json
 import os
 import threading
 
 import numpy as np
 
+from .._files import atomic_write
 from .._version import __version__
 
 GPU_PID_BASE = 1 << 23  # above any Linux pid (pid_max <= 2**22)
@@ -355,12 +354,6 @@ def _base_time(t0: int, *arrays) -> int:
     return base
 
 
-def _open(path: str, compress: bool):
-    if compress:
-        return gzip.open(path, "wb", compresslevel=1)  # fast: traces are large, speed matters more
-    return open(path, "wb", buffering=1 << 20)
-
-
 def write_chrome_trace(path, *, kernels, memcpy, memset, memory, regions, offset_ns: int,
                        t0_ns: int, t1_ns: int, details: bool = True, metadata=None,
                        kernel_codes=None, samples=None) -> str:
@@ -368,8 +361,8 @@ def write_chrome_trace(path, *, kernels, memcpy, memset, memory, regions, offset
     memory events and PM samples (`samples`: gpuprofile.sample() results) are CUPTI ns; region
     records are host ns and move by `offset_ns`.
     `kernel_codes` optionally gives integer codes of the kernels' names and regions
-    ({'name': ..., 'region': ...}). The file is written next to `path` and renamed into place,
-    so a failed export leaves no partial file."""
+    ({'name': ..., 'region': ...}). The file is written atomically (gpuprofile._files), so a
+    failed export leaves no partial file."""
     path = os.fspath(path)
     all_regions = regions
     regions, r_start, r_end = host_regions(regions, offset_ns, t0_ns, t1_ns)
@@ -377,9 +370,8 @@ def write_chrome_trace(path, *, kernels, memcpy, memset, memory, regions, offset
                       memory["timestamp_ns"] if memory is not None else None, r_start)
     pid = os.getpid()
     other = {"gpuprofile": __version__, "time_zero_cupti_ns": base, **(metadata or {})}
-    tmp = f"{path}.tmp{os.getpid()}"
     try:
-        with _open(tmp, path.endswith(".gz")) as f:
+        with atomic_write(path, "wb", gzip=path.endswith(".gz"), buffering=1 << 20) as f:
             f.write(b'{"displayTimeUnit":"ns","otherData":' + json.dumps(other).encode()
                     + b',"traceEvents":[\n')
             for event in _metadata(kernels, memcpy, memset, memory, regions, pid, _label(other)):
@@ -398,16 +390,8 @@ def write_chrome_trace(path, *, kernels, memcpy, memset, memory, regions, offset
             # the last event carries no trailing comma
             f.write(b'{"ph":"M","name":"process_labels","pid":%d,"args":{"labels":"gpuprofile"}}'
                     b"\n]}\n" % pid)
-        os.replace(tmp, path)
     except OSError as exc:
-        _remove(tmp)
+        if exc.errno is None:
+            raise
         raise type(exc)(exc.errno, f"cannot write the Chrome trace ({exc.strerror})", path) from None
-    except BaseException:
-        _remove(tmp)
-        raise
     return path
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.remove(path)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .._files import atomic_write
 from .._format import html_table, text_table
 from . import nccl
 from .align import collective_corrections, wall_shifts
@@ -38,6 +39,8 @@ def read_trace(path) -> dict:
             data = json.load(f)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: not a Chrome trace ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not a Chrome trace (nested too deeply to read)") from None
     if isinstance(data, list):
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
@@ -244,17 +247,10 @@ def _straggler(ranks, instances, rows, step: str) -> StragglerTable:
 
 
 def _write(path: str, events) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with gzip.open(tmp, "wb", compresslevel=1) if path.endswith(".gz") else open(tmp, "wb") as f:
-            f.write(b'{"displayTimeUnit":"ns","traceEvents":[\n')
-            f.write(b",\n".join(json.dumps(e, separators=(",", ":")).encode() for e in events))
-            f.write(b"\n]}\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+    with atomic_write(path, "wb", gzip=path.endswith(".gz")) as f:
+        f.write(b'{"displayTimeUnit":"ns","traceEvents":[\n')
+        f.write(b",\n".join(json.dumps(e, separators=(",", ":")).encode() for e in events))
+        f.write(b"\n]}\n")
 
 
 @dataclass

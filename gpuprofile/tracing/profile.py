@@ -23,6 +23,7 @@ import warnings
 import numpy as np
 
 from .. import _C
+from .._files import atomic_write
 from . import pylines
 from .activity import API, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
 from .attribution import RULES, attribute, combine, region_intervals
@@ -562,7 +563,7 @@ class Profile:
         lines, site, stack, leaf, duration, _ = self._python_rows()
         text = pylines.collapsed_stacks(lines, site, stack, leaf, duration, collapse_libraries)
         path = os.fspath(path)
-        with open(path, "w") as f:
+        with atomic_write(path, "w") as f:
             f.write(text)
         return path
 

@@ -60,7 +60,11 @@ def test_rel_half_width_edge_cases():
 
 def test_ratio_interval_is_conservative():
     assert _stats.ratio_interval(2.0, 4.0, 1.0, 2.0) == (1.0, 4.0)
-    assert all(map(math.isnan, _stats.ratio_interval(0.0, 1.0, 1.0, 2.0)))
+    # a low end of 0 (an interval widened by a clock's resolution) makes that side 0 or inf
+    assert _stats.ratio_interval(0.0, 1.0, 1.0, 2.0) == (0.0, 1.0)
+    assert _stats.ratio_interval(1.0, 2.0, 0.0, 2.0) == (0.5, math.inf)
+    for bad in ((-1.0, 1.0, 1.0, 2.0), (1.0, 0.0, 1.0, 2.0), (1.0, 2.0, math.nan, 2.0)):
+        assert all(map(math.isnan, _stats.ratio_interval(*bad)))
 
 
 @pytest.mark.parametrize("low, high, expected", [(1.01, 1.2, "slower"), (0.8, 0.99, "faster"),

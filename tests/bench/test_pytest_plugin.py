@@ -64,6 +64,7 @@ def rewrite_baseline(path, scale, spread=None):
     median*spread], else scale it too."""
     data = saved(path)
     for r in data["results"]:
+        r["samples"] = [x * scale for x in r["samples"]]  # the median stays its samples'
         m = r["median_ms"] * scale
         low, high = (m / spread, m * spread) if spread else (r["ci_low_ms"] * scale, r["ci_high_ms"] * scale)
         r["median_ms"], r["ci_low_ms"], r["ci_high_ms"] = m, low, high

@@ -150,7 +150,7 @@ def test_plugin_summary_marks_event_timed_results():
     lines = summary_lines([{"group": None, "name": "a", "result": r},
                            {"group": None, "name": "b", "result": ok}])
     assert any("gpu [1]" in line for line in lines)
-    assert lines[-1] == "[1] CUPTI timing unavailable, CUDA events used: busy"
+    assert "[1] CUPTI timing unavailable, CUDA events used: busy" in lines
 
 
 class _FakeProfile:
