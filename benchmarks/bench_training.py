@@ -76,7 +76,7 @@ PROFILE_ARGS = {
     "collectives": {},
 }
 # (rounds, steps per block, seconds per mode, child timeout s)
-PRESETS = {"default": (40, 8, 3.5, 420), "quick": (8, 4, 0.5, 150)}
+PRESETS = {"default": (50, 8, 4.0, 420), "quick": (8, 4, 0.5, 150)}
 
 
 def family_modes(family: str, workload: str) -> list:
@@ -170,11 +170,14 @@ def _null_region(name):
 
 
 def make_step(torch, model, opt, x, region, autocast: bool):
-    """One training step (forward, backward, optimizer) with `region(name)` around its parts."""
+    """One training step (forward, backward, optimizer) with `region(name)` around its parts and
+    bf16 autocast around the forward pass if `autocast`."""
+    amp = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if autocast else contextlib.nullcontext
+
     def step():
         with region("step"):
             with region("forward"):
-                with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                with amp():
                     loss = model(x).float().square().mean()
             with region("backward"):
                 loss.backward()
@@ -302,10 +305,11 @@ def child_run(workload: str, family: str, cfg: dict, rank: int = 0, setup=None, 
 def child_ddp(family: str, cfg: dict) -> dict:
     """Spawns DDP_RANKS ranks that run child_run's rounds in lockstep; every rank's result."""
     import torch.multiprocessing as mp
-    from bench_ddp import _free_port
+    from bench_ddp import MULTICAST_OFF, _free_port
 
     if family == "proton":
         return {"skipped": "Proton is not run on the DDP workload"}
+    os.environ.update(MULTICAST_OFF)  # NVLink multicast off in every rank, from its start
     with tempfile.TemporaryDirectory() as tmp:
         mp.spawn(_ddp_rank, args=(DDP_RANKS, _free_port(), family, cfg, tmp), nprocs=DDP_RANKS,
                  join=True)
@@ -404,14 +408,16 @@ def _names(ap, what: str, text: str, known: tuple) -> list:
 
 
 def table_rows(workloads: dict) -> list:
-    """[workload, mode, overhead %, 95 % CI, step ms, host ms, steps] for every measured mode,
-    plain first in each child's rows; a child that failed or was skipped gives one row saying so."""
+    """[workload, mode, overhead %, 95 % CI, step ms, host ms, kernels per step, steps] for every
+    measured mode, plain first in each child's rows (its kernels counted by a kernels-only trace
+    of plain steps, the traced modes' from their first block); a child that failed or was
+    skipped gives one row saying so."""
     rows = []
     for name, children in workloads.items():
         for family, res in children.items():
             if "error" in res or "skipped" in res:
                 why = "error: " + " ".join(res["error"]) if "error" in res else res["skipped"]
-                rows.append([name, f"{family}: {why}", "", "", "", "", ""])
+                rows.append([name, f"{family}: {why}", "", "", "", "", "", ""])
                 continue
             for r in res.get("ranks", [res]):
                 label = f"{name} r{r['rank']}" if "ranks" in res else name
@@ -419,8 +425,10 @@ def table_rows(workloads: dict) -> list:
                     lo, hi = m.get("ci95_pct", (None, None))
                     ci = "" if mode == "plain" else ("-" if lo is None else f"[{lo:+.1f}, {hi:+.1f}]")
                     over = "" if mode == "plain" else f"{m['overhead_pct']:+.1f}"
+                    kernels = r.get("kernels_per_step") if mode == "plain" else m.get("kernels_per_step")
                     rows.append([label, mode if mode != "plain" else f"plain ({family} child)", over,
-                                 ci, m["step_ms"], m["host_ms"], m["steps"]])
+                                 ci, m["step_ms"], m["host_ms"], "" if kernels is None else kernels,
+                                 m["steps"]])
     return rows
 
 
@@ -466,20 +474,14 @@ def main(argv=None) -> int:
 
     print(f"device: {results['device']}; {args.rounds} rounds at most, {args.steps_per_block} "
           f"timed steps per block, {args.seconds_per_mode} s per mode")
-    for name, children in results["workloads"].items():
-        k = children.get("gpuprofile", {}).get("kernels_per_step")
-        if k is not None:
-            print(f"{name}: {k:.0f} kernels per step")
-        if k is None and "ranks" in children.get("gpuprofile", {}):
-            print(f"{name}: {children['gpuprofile']['ranks'][0]['kernels_per_step']:.0f} kernels "
-                  "per step (rank 0)")
     for note in results["notes"]:
         print(note)
     for mode, (_, text) in MODES.items():
         print(f"  {mode:<23} {text}")
     from gpuprofile._format import text_table
 
-    print(text_table(["workload", "mode", "overhead %", "95% CI", "step ms", "host ms", "steps"],
+    print(text_table(["workload", "mode", "overhead %", "95% CI", "step ms", "host ms",
+                      "kernels/step", "steps"],
                      table_rows(results["workloads"])))
     print(f"target: <= 2 % of step time; results written to {args.output}")
     return 0

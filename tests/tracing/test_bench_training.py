@@ -170,10 +170,10 @@ def test_time_budget_runs_the_minimum_then_stops_at_the_deadline(bt):
 
 
 def test_table_rows_cover_children_ranks_failures_and_skips(bt):
-    single = {"rank": 0, "modes": {
+    single = {"rank": 0, "kernels_per_step": 67.0, "modes": {
         "plain": {"step_ms": 3.0, "host_ms": 1.0, "rounds": 6, "steps": 48},
         "profile": {"step_ms": 3.1, "host_ms": 1.2, "rounds": 6, "steps": 48,
-                    "overhead_pct": 3.333, "ci95_pct": [1.04, 5.96]},
+                    "overhead_pct": 3.333, "ci95_pct": [1.04, 5.96], "kernels_per_step": 68.5},
         "line": {"step_ms": 3.2, "host_ms": 1.3, "rounds": 6, "steps": 48,
                  "overhead_pct": -0.25, "ci95_pct": [None, None]}}}
     rows = bt.table_rows({
@@ -181,11 +181,11 @@ def test_table_rows_cover_children_ranks_failures_and_skips(bt):
                 "torch": {"error": ["boom", "bang"]}},
         "ddp": {"gpuprofile": {"ranks": [single, dict(single, rank=1)]}}})
     assert rows[:3] == [
-        ["mlp", "plain (gpuprofile child)", "", "", 3.0, 1.0, 48],
-        ["mlp", "profile", "+3.3", "[+1.0, +6.0]", 3.1, 1.2, 48],
-        ["mlp", "line", "-0.2", "-", 3.2, 1.3, 48]]
-    assert rows[3] == ["mlp", "proton: no proton", "", "", "", "", ""]
-    assert rows[4] == ["mlp", "torch: error: boom bang", "", "", "", "", ""]
+        ["mlp", "plain (gpuprofile child)", "", "", 3.0, 1.0, 67.0, 48],
+        ["mlp", "profile", "+3.3", "[+1.0, +6.0]", 3.1, 1.2, 68.5, 48],
+        ["mlp", "line", "-0.2", "-", 3.2, 1.3, "", 48]]
+    assert rows[3] == ["mlp", "proton: no proton"] + [""] * 6
+    assert rows[4] == ["mlp", "torch: error: boom bang"] + [""] * 6
     assert [r[0] for r in rows[5:]] == ["ddp r0"] * 3 + ["ddp r1"] * 3
 
 
@@ -256,3 +256,45 @@ def test_exits_0_with_a_message_without_a_device(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == ("bench_training.py needs a CUDA device (none found); "
                                    "nothing was measured")
+
+
+def test_parent_runs_one_child_per_family_and_writes_what_they_gave(bt, monkeypatch, tmp_path,
+                                                                   capsys):
+    calls = []
+    mlp = {"rank": 0, "kernels_per_step": 67.0, "modes": {
+        "plain": {"step_ms": 2.8, "host_ms": 1.0, "rounds": 6, "steps": 24},
+        "profile": {"step_ms": 2.9, "host_ms": 1.1, "rounds": 6, "steps": 24,
+                    "overhead_pct": 1.25, "ci95_pct": [0.5, 2.0]}}}
+
+    def fake_child(script, args, timeout, error_lines=1):
+        calls.append((os.path.basename(script), args, timeout))
+        family = args[1]
+        return {"gpuprofile": dict(mlp), "torch": {"error": ["CUPTI busy"]},
+                "proton": {"skipped": "no triton"}}[family]
+
+    class Info:
+        name = "Fake H100"
+
+    monkeypatch.setattr(bt, "run_child", fake_child)
+    monkeypatch.setattr(bt, "missing_requirements", lambda torch_found, gpus: None)
+    monkeypatch.setattr(gp, "device_count", lambda: 1)
+    monkeypatch.setattr(gp, "device_info", lambda i: Info)
+    out = tmp_path / "r.json"
+    assert bt.main(["--quick", "--workloads", "mlp,ddp", "--output", str(out)]) == 0
+    quick = ["--rounds", "8", "--steps-per-block", "4", "--seconds-per-mode", "0.5"]
+    assert calls == [("bench_training.py", ["mlp", fam, *quick], bt.PRESETS["quick"][3])
+                     for fam in ("gpuprofile", "torch", "proton")]
+    data = json.loads(out.read_text())
+    assert data["device"] == "Fake H100" and data["notes"] == ["ddp skipped: needs 2 GPUs, found 1"]
+    assert data["config"] == {"rounds": 8, "steps": 4, "seconds_per_mode": 0.5}
+    children = data["workloads"]["mlp"]
+    assert children["gpuprofile"]["modes"]["profile"]["overhead_pct"] == 1.25
+    assert children["torch"]["error"] == ["CUPTI busy"] and "wall_s" in children["proton"]
+    printed = capsys.readouterr().out
+    assert "ddp skipped: needs 2 GPUs, found 1" in printed
+    assert printed.splitlines()[-1] == f"target: <= 2 % of step time; results written to {out}"
+    table = printed.splitlines()[-7:-1]
+    assert table[0].split() == ["workload", "mode", "overhead", "%", "95%", "CI", "step", "ms",
+                                "host", "ms", "kernels/step", "steps"]
+    assert table[3].split()[:4] == ["mlp", "profile", "+1.2", "[+0.5,"]
+    assert "torch: error: CUPTI busy" in table[4]
