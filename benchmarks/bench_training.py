@@ -44,7 +44,6 @@ WORKLOADS = ("mlp", "transformer", "ddp")
 FAMILIES = ("gpuprofile", "torch", "proton")
 MIN_ROUNDS = 6  # the fewest samples with a 95 % interval of their median
 DDP_RANKS = 2
-REGIONS = ("step", "forward", "backward", "optimizer")
 
 # mode: (tool family, what it is)
 MODES = {
@@ -270,10 +269,15 @@ def child_run(workload: str, family: str, cfg: dict, rank: int = 0, setup=None, 
            "steps_per_block": cfg["steps"], "device": torch.cuda.get_device_name()}
     with tempfile.TemporaryDirectory() as tmp:
         contexts = _contexts(family, names, tmp)
-        for m in names:  # each tool's first start in this process (CUPTI, Kineto) is untimed
-            with contexts[m]():
-                steps[m]()
-                torch.cuda.synchronize()
+        try:
+            for m in names:  # each tool's first start in this process (CUPTI, Kineto) is untimed
+                with contexts[m]():
+                    steps[m]()
+                    torch.cuda.synchronize()
+        except Exception as exc:
+            if family != "proton":
+                raise
+            return {"skipped": f"Proton did not run ({type(exc).__name__}: {exc})"}
         gp.reset()
         if family == "gpuprofile":
             from bench_pylines import _kernels_per_unit
@@ -307,8 +311,6 @@ def child_ddp(family: str, cfg: dict) -> dict:
     import torch.multiprocessing as mp
     from bench_ddp import MULTICAST_OFF, _free_port
 
-    if family == "proton":
-        return {"skipped": "Proton is not run on the DDP workload"}
     os.environ.update(MULTICAST_OFF)  # NVLink multicast off in every rank, from its start
     with tempfile.TemporaryDirectory() as tmp:
         mp.spawn(_ddp_rank, args=(DDP_RANKS, _free_port(), family, cfg, tmp), nprocs=DDP_RANKS,
@@ -466,6 +468,9 @@ def main(argv=None) -> int:
             continue
         children = results["workloads"][workload] = {}
         for family in args.families:
+            if workload == "ddp" and family == "proton":
+                children[family] = {"skipped": "Proton is not run on the DDP workload"}
+                continue
             t0 = time.perf_counter()
             children[family] = _child(args, workload, family)
             children[family]["wall_s"] = time.perf_counter() - t0

@@ -298,3 +298,25 @@ def test_parent_runs_one_child_per_family_and_writes_what_they_gave(bt, monkeypa
                                 "host", "ms", "kernels/step", "steps"]
     assert table[3].split()[:4] == ["mlp", "profile", "+1.2", "[+0.5,"]
     assert "torch: error: CUPTI busy" in table[4]
+
+
+def test_ddp_runs_where_two_devices_are_and_leaves_proton_out(bt, monkeypatch, tmp_path):
+    calls = []
+
+    def fake_child(script, args, timeout, error_lines=1):
+        calls.append(args[:2])
+        return {"error": ["stop here"]}
+
+    class Info:
+        name = "Fake H100"
+
+    monkeypatch.setattr(bt, "run_child", fake_child)
+    monkeypatch.setattr(bt, "missing_requirements", lambda torch_found, gpus: None)
+    monkeypatch.setattr(gp, "device_count", lambda: 2)
+    monkeypatch.setattr(gp, "device_info", lambda i: Info)
+    out = tmp_path / "r.json"
+    assert bt.main(["--workloads", "ddp", "--families", "torch,proton", "--output", str(out)]) == 0
+    assert calls == [["ddp", "torch"]]
+    data = json.loads(out.read_text())
+    assert data["workloads"]["ddp"]["proton"] == {"skipped": "Proton is not run on the DDP workload"}
+    assert data["notes"] == []
