@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import gc
 import importlib.util
 import json
@@ -332,8 +333,10 @@ def _ddp_rank(rank: int, world: int, port: int, family: str, cfg: dict, tmp: str
 
     os.environ.update(MULTICAST_OFF)
     torch.cuda.set_device(rank)
+    # a rank that failed must not leave the other waiting in a collective past the child's
+    # timeout: NCCL's watchdog ends it, and mp.spawn the rest
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world)
+                            world_size=world, timeout=datetime.timedelta(seconds=120))
     models = {}
     for key in ("plain", "collectives") if family == "gpuprofile" else ("plain",):
         torch.manual_seed(0)  # DDP hooks its own model's parameters: one model per hook
