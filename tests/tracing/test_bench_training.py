@@ -320,3 +320,156 @@ def test_ddp_runs_where_two_devices_are_and_leaves_proton_out(bt, monkeypatch, t
     data = json.loads(out.read_text())
     assert data["workloads"]["ddp"]["proton"] == {"skipped": "Proton is not run on the DDP workload"}
     assert data["notes"] == []
+
+
+# ---- a child's wiring on a stand-in torch (its GPU behaviour: test_bench_training_gpu.py) ---------
+
+class _Tensor:
+    def __init__(self, log):
+        self.log = log
+
+    def float(self):
+        return self
+
+    def square(self):
+        return self
+
+    def mean(self):
+        return self
+
+    def backward(self):
+        self.log.append("backward")
+
+
+def _fake_torch(log):
+    """Just enough of torch for bench_ddp's MLP, AdamW, synchronize and torch.profiler."""
+    import types
+
+    class Module:
+        def __init__(self, *layers):
+            self.layers = layers
+
+        def cuda(self):
+            return self
+
+        def parameters(self):
+            return [1, 2]
+
+        def __call__(self, x):
+            log.append("forward")
+            return _Tensor(log)
+
+    class AdamW:
+        def __init__(self, params, lr):
+            self.params = list(params)
+
+        def step(self):
+            log.append("step")
+
+        def zero_grad(self, set_to_none):
+            assert set_to_none
+
+    @contextlib.contextmanager
+    def profile(activities, with_stack):
+        log.append(("torch.profiler", tuple(activities), with_stack))
+        yield "torch-profile"
+
+    acts = types.SimpleNamespace(CPU="CPU", CUDA="CUDA")
+    return types.SimpleNamespace(
+        manual_seed=lambda seed: None, randn=lambda *shape, device: _Tensor(log),
+        nn=types.SimpleNamespace(Linear=Module, GELU=Module, Sequential=Module),
+        optim=types.SimpleNamespace(AdamW=AdamW),
+        cuda=types.SimpleNamespace(synchronize=lambda: log.append("sync"),
+                                   get_device_name=lambda: "Fake GPU"),
+        profiler=types.SimpleNamespace(ProfilerActivity=acts, profile=profile))
+
+
+@pytest.fixture
+def fake_child(bt, monkeypatch):
+    """Runs bt.child_run on the stand-in torch, gp.profile() as a stand-in that "records" three
+    kernels per step, and a stand-in Proton; returns (run, log)."""
+    from gpuprofile import _C
+
+    log = []
+    for key, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"),
+                       ("NVSHMEM_DISABLE_NVLS", "1")):  # bench_ddp.py sets them on import
+        monkeypatch.setenv(key, value)
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(log))
+
+    class FakeProfile(Profile):
+        def __enter__(self):
+            log.append(("profile", tuple(sorted(self.kinds)), self.python_stacks))
+            self.forwards = log.count("forward")
+            return self
+
+        def __exit__(self, *exc):
+            self.ran = log.count("forward") - self.forwards
+            return False
+
+        @property
+        def kernels(self):
+            return [0] * (3 * self.ran)
+
+    monkeypatch.setattr(gp, "profile", lambda **kw: FakeProfile(**kw))
+    monkeypatch.setattr(_C, "_synchronize", lambda: None)
+    cfg = {"rounds": 6, "steps": 2, "seconds_per_mode": 0.01}
+    return (lambda workload, family: bt.child_run(workload, family, cfg)), log
+
+
+def test_child_gpuprofile_family_on_a_stand_in(bt, fake_child):
+    run, log = fake_child
+    res = run("mlp", "gpuprofile")
+    names = bt.family_modes("gpuprofile", "mlp")
+    assert list(res["modes"]) == names and res["device"] == "Fake GPU"
+    assert res["kernels_per_step"] == 3.0
+    for mode in names:
+        m = res["modes"][mode]
+        assert (m["rounds"], m["steps"]) == (6, 12), mode
+        assert m.get("kernels_per_step") == (3.0 if mode in bt.PROFILE_ARGS else None), mode
+    assert res["modes"]["regions"]["ci95_pct"][0] is not None
+    # the profiles' arguments reached profile(): python_stacks and kinds per mode
+    assert ("profile", ("kernels", "memcpy", "memset", "regions", "stream_attribution"),
+            None) in log  # memory=False
+    assert any(e[0] == "profile" and e[2] == "stack" for e in log if isinstance(e, tuple))
+    # every step a forward, a backward and an optimizer step; 3 warm-ups, the first-start
+    # blocks, the kernel count, then 6 rounds of 9 blocks of 1 + 2 steps
+    forwards = 3 + len(names) + 3 + 6 * len(names) * 3
+    assert log.count("forward") == log.count("backward") == log.count("step") == forwards
+
+
+def test_child_torch_family_on_a_stand_in(bt, fake_child):
+    run, log = fake_child
+    res = run("mlp", "torch")
+    assert list(res["modes"]) == ["plain", "torch_cuda", "torch_cpu_cuda", "torch_stack"]
+    assert "kernels_per_step" not in res and not any(
+        isinstance(e, tuple) and e[0] == "profile" for e in log)
+    starts = [e for e in log if isinstance(e, tuple)]
+    assert starts[:3] == [("torch.profiler", ("CUDA",), False),
+                          ("torch.profiler", ("CPU", "CUDA"), False),
+                          ("torch.profiler", ("CPU", "CUDA"), True)]
+    assert len(starts) == 3 + 6 * 3
+
+
+def test_child_proton_family_on_a_stand_in_and_its_skips(bt, fake_child, monkeypatch):
+    import types
+
+    run, log = fake_child
+    sessions = []
+    proton = types.SimpleNamespace(
+        start=lambda name, context: sessions.append((os.path.basename(name), context)),
+        finalize=lambda: sessions.append("finalize"))
+    monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(profiler=proton))
+    monkeypatch.setitem(sys.modules, "triton.profiler", proton)
+    res = run("mlp", "proton")
+    assert list(res["modes"]) == ["plain", "proton_shadow", "proton_python"]
+    assert sessions[:4] == [("proton_shadow", "shadow"), "finalize", ("proton_python", "python"),
+                            "finalize"]
+
+    def refuse(name, context):
+        raise RuntimeError("CUPTI is busy")
+
+    monkeypatch.setattr(proton, "start", refuse)
+    assert run("mlp", "proton") == {"skipped": "Proton did not run (RuntimeError: CUPTI is busy)"}
+    monkeypatch.setitem(sys.modules, "triton.profiler", None)
+    got = run("mlp", "proton")
+    assert got["skipped"].startswith("triton.profiler is not importable (ModuleNotFoundError")
