@@ -258,27 +258,34 @@ def test_exits_0_with_a_message_without_a_device(tmp_path):
                                    "nothing was measured")
 
 
-def test_parent_runs_one_child_per_family_and_writes_what_they_gave(bt, monkeypatch, tmp_path,
-                                                                   capsys):
+def _parent(bt, monkeypatch, gpus: int, answer) -> list:
+    """bt.main's device and torch checks pass with `gpus` devices; each child is answer(args);
+    returns the list of (script name, args, timeout) the children were started with."""
     calls = []
-    mlp = {"rank": 0, "kernels_per_step": 67.0, "modes": {
-        "plain": {"step_ms": 2.8, "host_ms": 1.0, "rounds": 6, "steps": 24},
-        "profile": {"step_ms": 2.9, "host_ms": 1.1, "rounds": 6, "steps": 24,
-                    "overhead_pct": 1.25, "ci95_pct": [0.5, 2.0]}}}
 
     def fake_child(script, args, timeout, error_lines=1):
         calls.append((os.path.basename(script), args, timeout))
-        family = args[1]
-        return {"gpuprofile": dict(mlp), "torch": {"error": ["CUPTI busy"]},
-                "proton": {"skipped": "no triton"}}[family]
+        return answer(args)
 
     class Info:
         name = "Fake H100"
 
     monkeypatch.setattr(bt, "run_child", fake_child)
     monkeypatch.setattr(bt, "missing_requirements", lambda torch_found, gpus: None)
-    monkeypatch.setattr(gp, "device_count", lambda: 1)
+    monkeypatch.setattr(gp, "device_count", lambda: gpus)
     monkeypatch.setattr(gp, "device_info", lambda i: Info)
+    return calls
+
+
+def test_parent_runs_one_child_per_family_and_writes_what_they_gave(bt, monkeypatch, tmp_path,
+                                                                   capsys):
+    mlp = {"rank": 0, "kernels_per_step": 67.0, "modes": {
+        "plain": {"step_ms": 2.8, "host_ms": 1.0, "rounds": 6, "steps": 24},
+        "profile": {"step_ms": 2.9, "host_ms": 1.1, "rounds": 6, "steps": 24,
+                    "overhead_pct": 1.25, "ci95_pct": [0.5, 2.0]}}}
+    answers = {"gpuprofile": mlp, "torch": {"error": ["CUPTI busy"]},
+               "proton": {"skipped": "no triton"}}
+    calls = _parent(bt, monkeypatch, 1, lambda args: dict(answers[args[1]]))
     out = tmp_path / "r.json"
     assert bt.main(["--quick", "--workloads", "mlp,ddp", "--output", str(out)]) == 0
     quick = ["--rounds", "8", "--steps-per-block", "4", "--seconds-per-mode", "0.5"]
@@ -301,22 +308,10 @@ def test_parent_runs_one_child_per_family_and_writes_what_they_gave(bt, monkeypa
 
 
 def test_ddp_runs_where_two_devices_are_and_leaves_proton_out(bt, monkeypatch, tmp_path):
-    calls = []
-
-    def fake_child(script, args, timeout, error_lines=1):
-        calls.append(args[:2])
-        return {"error": ["stop here"]}
-
-    class Info:
-        name = "Fake H100"
-
-    monkeypatch.setattr(bt, "run_child", fake_child)
-    monkeypatch.setattr(bt, "missing_requirements", lambda torch_found, gpus: None)
-    monkeypatch.setattr(gp, "device_count", lambda: 2)
-    monkeypatch.setattr(gp, "device_info", lambda i: Info)
+    calls = _parent(bt, monkeypatch, 2, lambda args: {"error": ["stop here"]})
     out = tmp_path / "r.json"
     assert bt.main(["--workloads", "ddp", "--families", "torch,proton", "--output", str(out)]) == 0
-    assert calls == [["ddp", "torch"]]
+    assert [args[:2] for _, args, _ in calls] == [["ddp", "torch"]]
     data = json.loads(out.read_text())
     assert data["workloads"]["ddp"]["proton"] == {"skipped": "Proton is not run on the DDP workload"}
     assert data["notes"] == []
