@@ -35,6 +35,7 @@ bench:
 	$(PYTHON) benchmarks/bench_accuracy.py --out bench_accuracy.json
 	$(PYTHON) benchmarks/bench_tracing.py --output bench_tracing.json
 	$(PYTHON) benchmarks/bench_pylines.py --output bench_pylines.json
+	$(PYTHON) benchmarks/bench_training.py --output bench_training.json
 	$(PYTHON) benchmarks/bench_metrics.py --output bench_metrics.json
 	$(PYTHON) benchmarks/bench_gate_flags.py --output gate_flags.json
 	$(PYTHON) benchmarks/check_attention.py --output attention_check.json --sweep attention_sweep.json --plots plots/

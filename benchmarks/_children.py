@@ -4,8 +4,25 @@ per process, no residue from an earlier one), its result the last line of its st
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+
+
+def write_json(path: str, data) -> None:
+    """`data` as JSON at `path`: written to a temporary file in the same folder, flushed, fsynced
+    and renamed into place, so that an interrupted run leaves no partial file."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def run_child(script: str, args: list, timeout: int, error_lines: int = 1) -> dict:
