@@ -42,6 +42,7 @@ typedef struct {
     PyObject *fn, *args, *kwargs, *setup, *stream_obj;
     cudaStream_t stream;
     int device, mode, flush, closed;
+    int busy; /* inside batch, first_call or capture: fn may call back into the runner */
     gp_read_params flush_params;
     volatile uint32_t *gate; /* host-mapped: gate[0] release flag, gate[1] the gate's exit state */
     uint32_t *gate_dev;
@@ -199,7 +200,7 @@ check_usable(gp_bench *self)
 /* batch(n, gate_timeout_ns) -> (samples: bytes of n float64 ms, host_ns, gate_state).
  * gate_timeout_ns 0 runs without the gate (gate_state 0). */
 static PyObject *
-bench_batch(PyObject *op, PyObject *args)
+bench_batch_run(PyObject *op, PyObject *args)
 {
     gp_bench *self = (gp_bench *)op;
     int n;
@@ -248,7 +249,7 @@ error:
  * without the gate: the first call may JIT-compile, load modules lazily or grow allocators, all of
  * which can block. */
 static PyObject *
-bench_first_call(PyObject *op, PyObject *unused)
+bench_first_call_run(PyObject *op, PyObject *unused)
 {
     gp_bench *self = (gp_bench *)op;
     PyObject *args = NULL, *kwargs = NULL;
@@ -284,7 +285,7 @@ error:
 
 /* capture() -> number of graph nodes: calls fn once under stream capture and instantiates. */
 static PyObject *
-bench_capture(PyObject *op, PyObject *unused)
+bench_capture_run(PyObject *op, PyObject *unused)
 {
     gp_bench *self = (gp_bench *)op;
     cudaGraph_t graph = NULL;
@@ -322,6 +323,41 @@ error:
     return NULL;
 }
 
+/* fn and setup are Python and may reach the runner (gc.get_referrers finds it): a nested
+ * batch would reuse the events being recorded, and close() would free them and the gate under the
+ * outer call. The entry points therefore refuse to run inside one another. */
+static PyObject *
+guarded(PyObject *op, PyObject *args, PyObject *(*run)(PyObject *, PyObject *), const char *what)
+{
+    gp_bench *self = (gp_bench *)op;
+    if (self->busy)
+        return PyErr_Format(gp_GpuProfileError,
+                            "BenchRunner.%s() called from inside fn or setup of the same runner",
+                            what);
+    self->busy = 1;
+    PyObject *r = run(op, args);
+    self->busy = 0;
+    return r;
+}
+
+static PyObject *
+bench_batch(PyObject *op, PyObject *args)
+{
+    return guarded(op, args, bench_batch_run, "batch");
+}
+
+static PyObject *
+bench_first_call(PyObject *op, PyObject *unused)
+{
+    return guarded(op, unused, bench_first_call_run, "first_call");
+}
+
+static PyObject *
+bench_capture(PyObject *op, PyObject *unused)
+{
+    return guarded(op, unused, bench_capture_run, "capture");
+}
+
 static void
 release_resources(gp_bench *self)
 {
@@ -348,6 +384,10 @@ release_resources(gp_bench *self)
 static PyObject *
 bench_close(PyObject *op, PyObject *unused)
 {
+    if (((gp_bench *)op)->busy)
+        return PyErr_Format(
+            gp_GpuProfileError,
+            "BenchRunner.close() called from inside fn or setup of the same runner");
     release_resources((gp_bench *)op);
     Py_RETURN_NONE;
 }
