@@ -1,0 +1,90 @@
+"""Hostile inputs with a device behind them (issue 23): the cases of tests/test_hostile.py whose
+failure needs a GPU to show (on an H200, `kernels.empty((2**62, 4), "float32")` once returned an
+array with nbytes == 0, and str-subclass region names aborted the GPU build)."""
+
+import numpy as np
+import pytest
+
+import gpuprofile as gp
+from gpuprofile import _C
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("shape, dtype, dims", [
+    ((2**62, 4), "float32", "(4611686018427387904, 4)"),
+    ((2**31, 2**31, 4), "float16", "(2147483648, 2147483648, 4)"),
+    ((2**61, 2**3), "bfloat16", "(2305843009213693952, 8)"),
+])
+def test_empty_size_beyond_64_bits_on_a_device(shape, dtype, dims):
+    with pytest.raises(ValueError) as info:
+        gp.kernels.empty(shape, dtype)
+    assert str(info.value) == (f"shape {dims} of {dtype} is too large: its size in bytes does not "
+                               "fit 64 bits")
+
+
+@pytest.mark.parametrize("shape, dtype, nbytes", [
+    ((3, 5), "float16", 30), ((2, 3, 4), "float32", 96), ((0, 7), "bfloat16", 0), ((), "float32", 4),
+])
+def test_empty_nbytes_is_the_exact_product(shape, dtype, nbytes):
+    a = gp.kernels.empty(shape, dtype)
+    assert a.shape == shape and a.nbytes == nbytes
+
+
+def test_to_device_round_trip_after_refused_sizes():
+    with pytest.raises(ValueError):
+        gp.kernels.empty((2**62, 4), "float32")
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert np.array_equal(gp.kernels.to_device(x).numpy(), x)
+
+
+class EntersRegions(str):
+    def __hash__(self):
+        for _ in range(300):
+            with gp.region("inner"):
+                pass
+        return str.__hash__(self)
+
+    def __eq__(self, other):
+        return str.__eq__(self, other)
+
+
+def test_records_with_hostile_names_on_device_events():
+    for i in range(20):
+        with gp.region(EntersRegions(f"e{i}")):
+            pass
+    names, packed = _C._records()
+    assert [str(n) for n in names] == [f"e{i}" for i in range(20)]
+    raw = np.frombuffer(packed, dtype=np.dtype(_C._record_layout()))
+    assert raw["name_index"].tolist() == list(range(20))
+    assert (raw["device"] >= 0).all() and np.isfinite(raw["gpu_ms"]).all()
+    recs = gp.records()
+    assert set(recs["name"][20:].tolist()) == {"inner"}
+    assert np.isfinite(recs["gpu_ms"]).all()
+
+
+def _runner(action):
+    holder = {}
+
+    def fn():
+        return action(holder["runner"])
+
+    holder["runner"] = _C.BenchRunner(fn, (), None, "cold", None, False, None)
+    return holder["runner"]
+
+
+@pytest.mark.parametrize("action, what", [
+    (lambda r: r.batch(2, 0), "batch"),
+    (lambda r: r.close(), "close"),
+    (lambda r: r.first_call(), "first_call"),
+])
+def test_bench_runner_refuses_reentry_from_fn(action, what):
+    runner = _runner(action)
+    with pytest.raises(gp.GpuProfileError,
+                       match=rf"BenchRunner.{what}\(\) called from inside fn or setup"):
+        runner.batch(3, 0)
+    with pytest.raises(gp.GpuProfileError, match="called from inside fn or setup"):
+        runner.first_call()
+    runner.close()
+    with pytest.raises(gp.GpuProfileError, match="BenchRunner is closed"):
+        runner.batch(1, 0)
