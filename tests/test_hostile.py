@@ -421,3 +421,65 @@ def test_pylines_take_survives_a_reset_from_a_finalizer():
     assert len(taken["notes"]) == n_sites * np.dtype(_C._pylines_layout()).itemsize
     assert _C._pylines_take()["sites"] == []  # the finalizers did reset the tables
     _C._pylines_reset(())
+
+
+# ---- region(metrics=...): the Python hooks the observer calls -----------------------------------
+
+@pytest.fixture
+def metrics_hooks():
+    """Installs test hooks for region(metrics=...) and puts gpuprofile's back afterwards."""
+    yield lambda enter, exit: _C._set_region_metrics_hooks(enter, exit)
+    _C._set_region_metrics_hooks(gp._region_metrics_enter, gp._region_metrics_exit)
+
+
+def test_metrics_hook_replaces_itself_while_it_runs(metrics_hooks, monkeypatch):
+    calls, unraisable = [], []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: unraisable.append(str(u.exc_value)))
+
+    def exit_hook(record):
+        calls.append(("exit", record))
+        metrics_hooks(lambda *a: calls.append(("enter2", a[2])), lambda r: calls.append(("exit2", r)))
+        raise RuntimeError("exit hook fails after replacing itself")
+
+    def enter_hook(name, spec, record):
+        calls.append(("enter", record))
+        metrics_hooks(enter_hook, exit_hook)  # drops the last reference to an older hook pair
+
+    metrics_hooks(enter_hook, exit_hook)
+    with gp.region("m", metrics=["x"]):
+        pass
+    with gp.region("m", metrics=["x"]):
+        pass
+    assert calls == [("enter", 0), ("exit", 0), ("enter2", 1), ("exit2", 1)]
+    assert unraisable == ["exit hook fails after replacing itself"]
+    assert gp.records()["name"].tolist() == ["m", "m"]
+
+
+def test_metrics_hook_that_leaves_regions_open(metrics_hooks):
+    """Each enter hook opens another metrics region and leaves it open, 100 deep: the observer's
+    table of open records fills (64), the enter that finds it full is refused and closed again,
+    and the refused enters are undone at their own frames, not at the top of the stack (which
+    once dropped an open region's frame and a reference it did not own)."""
+    opened, closed, entered = [], [], []
+
+    def enter_hook(name, spec, record):
+        opened.append(record)
+        if len(opened) < 100:
+            r = gp.region("deeper", metrics=["x"])
+            r.__enter__()
+            entered.append(r)
+
+    metrics_hooks(enter_hook, closed.append)
+    with pytest.raises(gp.GpuProfileError, match="too many open regions with metrics"):
+        with gp.region("top", metrics=["x"]):
+            pass
+    assert len(opened) == 100 and len(entered) == 64
+    assert closed == [opened[35]]  # its hook ran, then the table was full
+    for r in entered:  # innermost first: the order they sit on the thread's stack
+        r.__exit__(None, None, None)
+    # (the observer pairs enters and exits last-in first-out, which hooks that leave regions
+    # open break: only the last of these exits finds its record on top, and is told)
+    assert closed[1:] == [opened[36]]
+    recs = gp.records()
+    assert not recs["open"].any()
+    assert (recs["name"] == "deeper").sum() == 99
