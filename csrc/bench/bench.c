@@ -323,40 +323,33 @@ error:
     return NULL;
 }
 
-/* fn and setup are Python and may reach the runner (gc.get_referrers finds it): a nested
- * batch would reuse the events being recorded, and close() would free them and the gate under the
- * outer call. The entry points therefore refuse to run inside one another. */
-static PyObject *
-guarded(PyObject *op, PyObject *args, PyObject *(*run)(PyObject *, PyObject *), const char *what)
+/* fn and setup are Python and may reach the runner (gc.get_referrers finds it): a nested batch
+ * would reuse the events being recorded, and close() would free them and the gate under the
+ * outer call. So the entry points that call them, and close(), refuse to run inside one. */
+static int
+refuse_busy(gp_bench *self, const char *what)
 {
-    gp_bench *self = (gp_bench *)op;
-    if (self->busy)
-        return PyErr_Format(gp_GpuProfileError,
-                            "BenchRunner.%s() called from inside fn or setup of the same runner",
-                            what);
-    self->busy = 1;
-    PyObject *r = run(op, args);
-    self->busy = 0;
-    return r;
+    if (!self->busy)
+        return 0;
+    PyErr_Format(gp_GpuProfileError,
+                 "BenchRunner.%s() called from inside fn or setup of the same runner", what);
+    return -1;
 }
 
-static PyObject *
-bench_batch(PyObject *op, PyObject *args)
-{
-    return guarded(op, args, bench_batch_run, "batch");
-}
-
-static PyObject *
-bench_first_call(PyObject *op, PyObject *unused)
-{
-    return guarded(op, unused, bench_first_call_run, "first_call");
-}
-
-static PyObject *
-bench_capture(PyObject *op, PyObject *unused)
-{
-    return guarded(op, unused, bench_capture_run, "capture");
-}
+#define GP_BENCH_GUARDED(name, what)                                                               \
+    static PyObject *name(PyObject *op, PyObject *args)                                            \
+    {                                                                                              \
+        gp_bench *self = (gp_bench *)op;                                                           \
+        if (refuse_busy(self, what) < 0)                                                           \
+            return NULL;                                                                           \
+        self->busy = 1;                                                                            \
+        PyObject *r = name##_run(op, args);                                                        \
+        self->busy = 0;                                                                            \
+        return r;                                                                                  \
+    }
+GP_BENCH_GUARDED(bench_batch, "batch")
+GP_BENCH_GUARDED(bench_first_call, "first_call")
+GP_BENCH_GUARDED(bench_capture, "capture")
 
 static void
 release_resources(gp_bench *self)
@@ -384,10 +377,8 @@ release_resources(gp_bench *self)
 static PyObject *
 bench_close(PyObject *op, PyObject *unused)
 {
-    if (((gp_bench *)op)->busy)
-        return PyErr_Format(
-            gp_GpuProfileError,
-            "BenchRunner.close() called from inside fn or setup of the same runner");
+    if (refuse_busy((gp_bench *)op, "close") < 0)
+        return NULL;
     release_resources((gp_bench *)op);
     Py_RETURN_NONE;
 }
