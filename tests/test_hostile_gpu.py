@@ -4,6 +4,7 @@ array with nbytes == 0, and str-subclass region names aborted the GPU build)."""
 
 import numpy as np
 import pytest
+from test_hostile import export_while_names_enter_regions
 
 import gpuprofile as gp
 from gpuprofile import _C
@@ -38,29 +39,10 @@ def test_to_device_round_trip_after_refused_sizes():
     assert np.array_equal(gp.kernels.to_device(x).numpy(), x)
 
 
-class EntersRegions(str):
-    def __hash__(self):
-        for _ in range(300):
-            with gp.region("inner"):
-                pass
-        return str.__hash__(self)
-
-    def __eq__(self, other):
-        return str.__eq__(self, other)
-
-
 def test_records_with_hostile_names_on_device_events():
-    for i in range(20):
-        with gp.region(EntersRegions(f"e{i}")):
-            pass
-    names, packed = _C._records()
-    assert [str(n) for n in names] == [f"e{i}" for i in range(20)]
-    raw = np.frombuffer(packed, dtype=np.dtype(_C._record_layout()))
-    assert raw["name_index"].tolist() == list(range(20))
+    raw = export_while_names_enter_regions()
     assert (raw["device"] >= 0).all() and np.isfinite(raw["gpu_ms"]).all()
-    recs = gp.records()
-    assert set(recs["name"][20:].tolist()) == {"inner"}
-    assert np.isfinite(recs["gpu_ms"]).all()
+    assert np.isfinite(gp.records()["gpu_ms"]).all()
 
 
 def _runner(action):
