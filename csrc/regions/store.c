@@ -346,19 +346,20 @@ records_raw(PyObject *module, PyObject *unused)
     if (resolve_all() < 0)
         return NULL;
     const size_t n = gp_store.n;
-    size_t bytes;
-    if (gp_mul_size(n, sizeof(gp_record_out), &bytes) < 0)
+    size_t bytes, key_bytes;
+    if (gp_mul_size(n, sizeof(gp_record_out), &bytes) < 0 ||
+        gp_mul_size(n, sizeof(PyObject *), &key_bytes) < 0)
         return NULL;
-    size_t key_bytes;
-    if (gp_mul_size(n, sizeof(PyObject *), &key_bytes) < 0)
-        return NULL;
-    gp_record_out *out = PyMem_RawMalloc(bytes ? bytes : 1);
+    /* Neither allocation runs Python (a bytes object is not tracked by the gc), so `n` holds until
+     * phase one is done; the bytes object is ours alone until it is returned. */
+    PyObject *packed = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes);
     PyObject **keys = PyMem_RawMalloc(key_bytes ? key_bytes : 1);
-    if (out == NULL || keys == NULL) {
-        PyMem_RawFree(out);
+    if (packed == NULL || keys == NULL) {
+        Py_XDECREF(packed);
         PyMem_RawFree(keys);
-        return PyErr_NoMemory();
+        return keys == NULL ? PyErr_NoMemory() : NULL;
     }
+    gp_record_out *out = (gp_record_out *)PyBytes_AS_STRING(packed);
     for (size_t k = 0; k < n; k++) { /* phase one: no Python runs */
         const gp_record *r = &gp_store.recs[k];
         keys[k] = Py_NewRef(r->name);
@@ -375,7 +376,7 @@ records_raw(PyObject *module, PyObject *unused)
         out[k].open = r->state == REC_OPEN;
         out[k].memory = (r->flags & REC_MEMORY) != 0;
     }
-    PyObject *result = NULL, *packed = NULL;
+    PyObject *result = NULL;
     PyObject *names = PyList_New(0), *index = PyDict_New();
     if (names == NULL || index == NULL)
         goto done;
@@ -405,9 +406,7 @@ records_raw(PyObject *module, PyObject *unused)
         }
         out[k].name_index = (int32_t)pos;
     }
-    packed = PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)bytes);
-    if (packed != NULL)
-        result = PyTuple_Pack(2, names, packed);
+    result = PyTuple_Pack(2, names, packed);
 done:
     Py_XDECREF(packed);
     Py_XDECREF(names);
@@ -415,7 +414,6 @@ done:
     for (size_t k = 0; k < n; k++)
         Py_DECREF(keys[k]);
     PyMem_RawFree(keys);
-    PyMem_RawFree(out);
     return result;
 }
 
