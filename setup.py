@@ -115,8 +115,11 @@ extension = Extension(
     # Includes name their folder ("core/errors.h", "attention/attention.h"): csrc/ and kernels/ are
     # the roots; csrc/core/cxx_shim comes first (see its header).
     include_dirs=["csrc/core/cxx_shim", "csrc", "kernels"],
+    # An undeclared function is an error, not a warning pip hides: C assumes it returns int, and
+    # a pointer truncated to int crashes (PyFrame_GetBack on 3.10 did).
     extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
-                        "-Wno-unused-parameter", "-fvisibility=hidden"],
+                        "-Wno-unused-parameter", "-fvisibility=hidden",
+                        "-Werror=implicit-function-declaration"],
     libraries=["dl", "pthread", "rt", "stdc++"],
     define_macros=[("PY_SSIZE_T_CLEAN", None)],
     depends=glob("csrc/**/*.h", recursive=True) + glob("kernels/**/*.h", recursive=True),

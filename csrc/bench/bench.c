@@ -42,6 +42,7 @@ typedef struct {
     PyObject *fn, *args, *kwargs, *setup, *stream_obj;
     cudaStream_t stream;
     int device, mode, flush, closed;
+    int busy; /* inside batch, first_call or capture: fn may call back into the runner */
     gp_read_params flush_params;
     volatile uint32_t *gate; /* host-mapped: gate[0] release flag, gate[1] the gate's exit state */
     uint32_t *gate_dev;
@@ -220,7 +221,7 @@ check_usable(gp_bench *self)
  * gate_state). gate_timeout_ns 0 runs without the gate (gate_state 0); sync_each synchronizes
  * the device around each call of fn (and needs gate_timeout_ns 0). */
 static PyObject *
-bench_batch(PyObject *op, PyObject *args)
+bench_batch_run(PyObject *op, PyObject *args)
 {
     gp_bench *self = (gp_bench *)op;
     int n, sync_each = 0;
@@ -271,7 +272,7 @@ error:
  * without the gate: the first call may JIT-compile, load modules lazily or grow allocators, all of
  * which can block. */
 static PyObject *
-bench_first_call(PyObject *op, PyObject *unused)
+bench_first_call_run(PyObject *op, PyObject *unused)
 {
     gp_bench *self = (gp_bench *)op;
     PyObject *args = NULL, *kwargs = NULL;
@@ -307,7 +308,7 @@ error:
 
 /* capture() -> number of graph nodes: calls fn once under stream capture and instantiates. */
 static PyObject *
-bench_capture(PyObject *op, PyObject *unused)
+bench_capture_run(PyObject *op, PyObject *unused)
 {
     gp_bench *self = (gp_bench *)op;
     cudaGraph_t graph = NULL;
@@ -345,6 +346,34 @@ error:
     return NULL;
 }
 
+/* fn and setup are Python and may reach the runner (gc.get_referrers finds it): a nested batch
+ * would reuse the events being recorded, and close() would free them and the gate under the
+ * outer call. So the entry points that call them, and close(), refuse to run inside one. */
+static int
+refuse_busy(gp_bench *self, const char *what)
+{
+    if (!self->busy)
+        return 0;
+    PyErr_Format(gp_GpuProfileError,
+                 "BenchRunner.%s() called from inside fn or setup of the same runner", what);
+    return -1;
+}
+
+#define GP_BENCH_GUARDED(name, what)                                                               \
+    static PyObject *name(PyObject *op, PyObject *args)                                            \
+    {                                                                                              \
+        gp_bench *self = (gp_bench *)op;                                                           \
+        if (refuse_busy(self, what) < 0)                                                           \
+            return NULL;                                                                           \
+        self->busy = 1;                                                                            \
+        PyObject *r = name##_run(op, args);                                                        \
+        self->busy = 0;                                                                            \
+        return r;                                                                                  \
+    }
+GP_BENCH_GUARDED(bench_batch, "batch")
+GP_BENCH_GUARDED(bench_first_call, "first_call")
+GP_BENCH_GUARDED(bench_capture, "capture")
+
 static void
 release_resources(gp_bench *self)
 {
@@ -371,6 +400,8 @@ release_resources(gp_bench *self)
 static PyObject *
 bench_close(PyObject *op, PyObject *unused)
 {
+    if (refuse_busy((gp_bench *)op, "close") < 0)
+        return NULL;
     release_resources((gp_bench *)op);
     Py_RETURN_NONE;
 }

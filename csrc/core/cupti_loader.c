@@ -281,7 +281,9 @@ kineto_state(const char *holder, int injected)
     if (injected || strcmp(holder, "torch.profiler (Kineto)") != 0 || foreign_check == NULL ||
         (env != NULL && strcmp(env, "0") == 0))
         return 0;
-    PyObject *busy = PyObject_CallNoArgs(foreign_check);
+    PyObject *check = Py_NewRef(foreign_check); /* it may install another while it runs */
+    PyObject *busy = PyObject_CallNoArgs(check);
+    Py_DECREF(check);
     if (busy == NULL)
         return -1;
     int recording = PyObject_IsTrue(busy);

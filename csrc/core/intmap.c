@@ -61,8 +61,10 @@ gp_reserve(void **data, size_t *cap, size_t n, size_t elem)
 {
     if (n < *cap)
         return 0;
-    size_t grown_cap = *cap ? 2 * *cap : 256;
-    void *grown = realloc(*data, grown_cap * elem);
+    size_t grown_cap = *cap ? 2 * *cap : 256, bytes;
+    if (__builtin_mul_overflow(grown_cap, elem, &bytes))
+        return -1;
+    void *grown = realloc(*data, bytes);
     if (grown == NULL)
         return -1;
     *data = grown;

@@ -16,6 +16,28 @@ gp_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Checked size arithmetic. A size that comes from outside (a shape, a count, a producer's
+ * strides) is multiplied only through these: a plain `*` wraps silently, and a wrapped size is a
+ * small buffer that is then written past (docs/architecture.md, "Callbacks and sizes"). */
+
+/* a * b into *out: 0, or 1 when it does not fit (no exception: the caller names the problem). */
+static inline int
+gp_mul_i64(int64_t a, int64_t b, int64_t *out)
+{
+    return __builtin_mul_overflow(a, b, out) ? 1 : 0;
+}
+
+/* a * b bytes into *out: 0, or -1 with MemoryError (no allocation can be that large). */
+static inline int
+gp_mul_size(size_t a, size_t b, size_t *out)
+{
+    if (__builtin_mul_overflow(a, b, out)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 /* int(obj) into an int with a range check; -1 with an exception set on failure. */
 static inline int
 gp_as_int(PyObject *obj, const char *what, int *out)

@@ -41,10 +41,15 @@ gp_metric_names_from(PyObject *obj, gp_metric_names *out)
         PyErr_SetString(PyExc_TypeError, "metric names must be a sequence of str, not one str");
         return -1;
     }
-    PyObject *seq = PySequence_Fast(obj, "metric names must be a sequence of str");
-    if (seq == NULL)
+    /* A tuple of our own, not the caller's list: the names point into its items, and they are
+     * used while the user's fn runs, which may change that list. */
+    PyObject *seq = PySequence_Tuple(obj);
+    if (seq == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError))
+            PyErr_SetString(PyExc_TypeError, "metric names must be a sequence of str");
         return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(seq);
     if (n == 0) {
         Py_DECREF(seq);
         PyErr_SetString(PyExc_ValueError, "no metric names given");
@@ -57,7 +62,7 @@ gp_metric_names_from(PyObject *obj, gp_metric_names *out)
         return -1;
     }
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, k);
+        PyObject *item = PyTuple_GET_ITEM(seq, k);
         names[k] = PyUnicode_Check(item) ? PyUnicode_AsUTF8(item) : NULL;
         if (names[k] == NULL) {
             if (!PyErr_Occurred())

@@ -31,6 +31,22 @@ load_hooks(void)
     return -1;
 }
 
+/* The exit hook for `record`; what it raises is unraisable (an observer's exit cannot fail), and
+ * the exception in flight, if any, is kept. */
+static void
+call_exit_hook(int64_t record)
+{
+    gp_exc_state saved;
+    gp_exc_save(&saved);
+    PyObject *hook = Py_NewRef(exit_hook); /* named below even if it replaced itself */
+    PyObject *r = PyObject_CallFunction(hook, "L", (long long)record);
+    if (r == NULL)
+        PyErr_WriteUnraisable(hook);
+    Py_DECREF(hook);
+    Py_XDECREF(r);
+    gp_exc_restore(&saved);
+}
+
 static int
 observe_enter(int64_t record, void *userdata)
 {
@@ -44,11 +60,18 @@ observe_enter(int64_t record, void *userdata)
     if (load_hooks() < 0)
         return -1;
     PyObject *name = gp_region_record_name(record);
+    PyObject *hook = Py_NewRef(enter_hook); /* the hook may install others while it runs */
     PyObject *r =
-        PyObject_CallFunction(enter_hook, "OOL", name ? name : Py_None, metrics, (long long)record);
+        PyObject_CallFunction(hook, "OOL", name ? name : Py_None, metrics, (long long)record);
+    Py_DECREF(hook);
     if (r == NULL)
         return -1;
     Py_DECREF(r);
+    if (n_open == GP_MAX_OPEN) { /* checked again: the hook may have opened regions itself */
+        call_exit_hook(record);
+        PyErr_SetString(gp_GpuProfileError, "too many open regions with metrics");
+        return -1;
+    }
     open_records[n_open++] = record;
     return 0;
 }
@@ -59,13 +82,7 @@ observe_exit(int64_t record, void *userdata)
     if (n_open == 0 || open_records[n_open - 1] != record)
         return;
     n_open--;
-    gp_exc_state saved;
-    gp_exc_save(&saved);
-    PyObject *r = PyObject_CallFunction(exit_hook, "L", (long long)record);
-    if (r == NULL)
-        PyErr_WriteUnraisable(exit_hook);
-    Py_XDECREF(r);
-    gp_exc_restore(&saved);
+    call_exit_hook(record);
 }
 
 static const gp_region_observer observer = {observe_enter, observe_exit, NULL};

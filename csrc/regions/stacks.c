@@ -10,6 +10,7 @@
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct {
     gp_region *region; /* strong reference */
@@ -105,7 +106,14 @@ innermost_record(thread_t *t)
 static void
 abandon_enter(thread_t *t, gp_region *self, int64_t i, int device, cudaEvent_t ev[2])
 {
-    t->n--;
+    /* Observers run Python, which may have left regions open above this one's frame: remove
+     * this frame, wherever it is, not the top one. */
+    for (int k = t->n - 1; k >= 0; k--)
+        if (t->frames[k].rec == i) {
+            memmove(&t->frames[k], &t->frames[k + 1], (size_t)(t->n - k - 1) * sizeof *t->frames);
+            t->n--;
+            break;
+        }
     t->depth--;
     Py_DECREF(self);
     gp_store.open--;

@@ -3,6 +3,7 @@
 #include "core/errors.h"
 #include "core/events.h"
 #include "core/layout.h"
+#include "core/util.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -332,38 +333,36 @@ gp_region_record_name(int64_t index)
     return gp_store.recs[index].name;
 }
 
-/* _records() -> (names, packed): every record, resolved, as gp_record_out structs. */
+/* _records() -> (names, packed): every record, resolved, as gp_record_out structs.
+ *
+ * Two phases, because a name can run Python: a str subclass's __hash__ or __eq__ (and any
+ * allocation, through the gc and finalizers) may enter regions, which grows or moves the store,
+ * or call reset(), which frees it. Phase one copies the records and takes a reference to each
+ * name without calling Python; phase two builds the name table from those copies alone. */
 static PyObject *
 records_raw(PyObject *module, PyObject *unused)
 {
     close_orphans();
     if (resolve_all() < 0)
         return NULL;
-    PyObject *names = PyList_New(0), *index = PyDict_New(), *packed = NULL;
-    if (names == NULL || index == NULL)
-        goto error;
-    packed = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(gp_store.n * sizeof(gp_record_out)));
-    if (packed == NULL)
-        goto error;
+    const size_t n = gp_store.n;
+    size_t bytes, key_bytes;
+    if (gp_mul_size(n, sizeof(gp_record_out), &bytes) < 0 ||
+        gp_mul_size(n, sizeof(PyObject *), &key_bytes) < 0)
+        return NULL;
+    /* Neither allocation runs Python (a bytes object is not tracked by the gc), so `n` holds until
+     * phase one is done; the bytes object is ours alone until it is returned. */
+    PyObject *packed = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)bytes);
+    PyObject **keys = PyMem_RawMalloc(key_bytes ? key_bytes : 1);
+    if (packed == NULL || keys == NULL) {
+        Py_XDECREF(packed);
+        PyMem_RawFree(keys);
+        return keys == NULL ? PyErr_NoMemory() : NULL;
+    }
     gp_record_out *out = (gp_record_out *)PyBytes_AS_STRING(packed);
-    PyObject *last_name = NULL, *last_pos = NULL; /* borrowed: consecutive records share names */
-    for (size_t k = 0; k < gp_store.n; k++) {
+    for (size_t k = 0; k < n; k++) { /* phase one: no Python runs */
         const gp_record *r = &gp_store.recs[k];
-        PyObject *pos = r->name == last_name ? last_pos : PyDict_GetItemWithError(index, r->name);
-        if (pos == NULL) {
-            if (PyErr_Occurred())
-                goto error;
-            pos = PyLong_FromSsize_t(PyList_GET_SIZE(names));
-            if (pos == NULL || PyDict_SetItem(index, r->name, pos) < 0 ||
-                PyList_Append(names, r->name) < 0) {
-                Py_XDECREF(pos);
-                goto error;
-            }
-            Py_DECREF(pos);
-            pos = PyDict_GetItem(index, r->name);
-        }
-        last_name = r->name;
-        last_pos = pos;
+        keys[k] = Py_NewRef(r->name);
         memset(&out[k], 0, sizeof out[k]);
         out[k].host_start_ns = r->host_start_ns;
         out[k].host_end_ns = r->host_end_ns;
@@ -372,19 +371,50 @@ records_raw(PyObject *module, PyObject *unused)
         out[k].thread = r->thread;
         out[k].depth = r->depth;
         out[k].device = r->device;
-        out[k].name_index = (int32_t)PyLong_AsLong(pos);
         out[k].raised = (r->flags & REC_RAISED) != 0;
         out[k].failed = (r->flags & REC_FAILED) != 0;
         out[k].open = r->state == REC_OPEN;
         out[k].memory = (r->flags & REC_MEMORY) != 0;
     }
-    Py_DECREF(index);
-    return Py_BuildValue("(NN)", names, packed);
-error:
+    PyObject *result = NULL;
+    PyObject *names = PyList_New(0), *index = PyDict_New();
+    if (names == NULL || index == NULL)
+        goto done;
+    for (size_t k = 0; k < n; k++) { /* phase two: only the copies are touched */
+        Py_ssize_t pos;
+        if (k > 0 && keys[k] == keys[k - 1]) { /* consecutive records share names */
+            out[k].name_index = out[k - 1].name_index;
+            continue;
+        }
+        PyObject *found = PyDict_GetItemWithError(index, keys[k]);
+        if (found != NULL) {
+            pos = PyLong_AsSsize_t(found);
+        } else if (PyErr_Occurred()) {
+            goto done;
+        } else {
+            pos = PyList_GET_SIZE(names);
+            PyObject *v = PyLong_FromSsize_t(pos);
+            int rc = v == NULL ? -1 : PyDict_SetItem(index, keys[k], v);
+            Py_XDECREF(v);
+            if (rc < 0 || PyList_Append(names, keys[k]) < 0)
+                goto done;
+        }
+        if (pos < 0 || pos > INT32_MAX) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(gp_GpuProfileError, "records(): too many region names");
+            goto done;
+        }
+        out[k].name_index = (int32_t)pos;
+    }
+    result = PyTuple_Pack(2, names, packed);
+done:
+    Py_XDECREF(packed);
     Py_XDECREF(names);
     Py_XDECREF(index);
-    Py_XDECREF(packed);
-    return NULL;
+    for (size_t k = 0; k < n; k++)
+        Py_DECREF(keys[k]);
+    PyMem_RawFree(keys);
+    return result;
 }
 
 static PyObject *

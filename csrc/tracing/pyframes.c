@@ -9,6 +9,9 @@
 #undef Py_BUILD_CORE
 #else
 #define GP_FRAMES_NOGIL 0
+#if PY_VERSION_HEX < 0x030B0000
+#include <frameobject.h> /* PyFrame_GetBack and the frame struct: not in Python.h before 3.11 */
+#endif
 #endif
 
 #include "pyframes.h"
@@ -66,7 +69,13 @@ gp_pyframes_read(gp_pyframe *out, int max)
         PyCodeObject *code = PyFrame_GetCode(f);
         Py_DECREF(code); /* the frame keeps it alive */
         out[n].code = code;
-        out[n].lasti = 0;
+        /* The offset is what the capture cache compares (pylines.c): a constant would make every
+         * line of a function hit the first one's entry. */
+#if PY_VERSION_HEX >= 0x030B0000
+        out[n].lasti = PyFrame_GetLasti(f);
+#else
+        out[n].lasti = f->f_lasti * (int)sizeof(_Py_CODEUNIT);
+#endif
         out[n].line = PyFrame_GetLineNumber(f);
         n++;
         PyFrameObject *back = PyFrame_GetBack(f);

@@ -305,20 +305,54 @@ gp_pysites_reset(PyObject *prefix_tuple)
     return 0;
 }
 
-/* What take() reads of the tables, copied under the lock: a launching thread may grow the
- * arrays meanwhile (the names themselves stay where they are until reset()). */
+/* What take() reads of the tables, copied under the lock: once it is dropped, a launching
+ * thread may grow the arrays and a reset (from a finalizer run by the objects take() makes, or
+ * from another thread) frees the names. */
 typedef struct {
-    const char *file, *func;
-    int line, user;
+    char *file, *func; /* owned copies */
+    int user;
+} code_copy;
+
+typedef struct {
+    uint32_t code;
+    int line;
 } site_copy;
 
-static PyObject *
-site_tuple(const site_copy *c)
+static void
+free_code_copies(code_copy *c, size_t n)
 {
+    for (size_t k = 0; c != NULL && k < n; k++) {
+        free(c[k].file);
+        free(c[k].func);
+    }
+    free(c);
+}
+
+/* Copies of the code entries' names; NULL when out of memory. Lock held. */
+static code_copy *
+copy_codes(size_t n)
+{
+    code_copy *c = calloc(n ? n : 1, sizeof *c);
+    for (size_t k = 0; c != NULL && k < n; k++) {
+        c[k].file = strdup(codes.data[k].file);
+        c[k].func = strdup(codes.data[k].func);
+        c[k].user = codes.data[k].user;
+        if (c[k].file == NULL || c[k].func == NULL) {
+            free_code_copies(c, k + 1);
+            c = NULL;
+        }
+    }
+    return c;
+}
+
+static PyObject *
+site_tuple(const site_copy *s, const code_copy *codes_taken)
+{
+    const code_copy *c = &codes_taken[s->code];
     PyObject *file = PyUnicode_DecodeUTF8(c->file, (Py_ssize_t)strlen(c->file), "replace");
     PyObject *func = PyUnicode_DecodeUTF8(c->func, (Py_ssize_t)strlen(c->func), "replace");
     PyObject *t = file && func
-                      ? Py_BuildValue("(OiOO)", file, c->line, func, c->user ? Py_True : Py_False)
+                      ? Py_BuildValue("(OiOO)", file, s->line, func, c->user ? Py_True : Py_False)
                       : NULL;
     Py_XDECREF(file);
     Py_XDECREF(func);
@@ -355,15 +389,16 @@ gp_pysites_take(void)
     notes.data = NULL;
     notes.n = notes.cap = 0;
     notes_lost = 0;
-    site_copy *site_copies = malloc((n_sites ? n_sites : 1) * sizeof *site_copies);
-    uint32_t *pool = malloc((n_pool ? n_pool : 1) * sizeof *pool);
-    uint32_t *start = malloc((n_stacks ? n_stacks : 1) * sizeof *start);
-    uint32_t *len = malloc((n_stacks ? n_stacks : 1) * sizeof *len);
-    if (site_copies != NULL && pool != NULL && start != NULL && len != NULL) {
-        for (size_t k = 0; k < n_sites; k++) {
-            const code_entry *c = &codes.data[sites.code[k]];
-            site_copies[k] = (site_copy){c->file, c->func, sites.line[k], c->user};
-        }
+    size_t n_codes = codes.n;
+    code_copy *code_copies = copy_codes(n_codes);
+    site_copy *site_copies = calloc(n_sites ? n_sites : 1, sizeof *site_copies);
+    uint32_t *pool = calloc(n_pool ? n_pool : 1, sizeof *pool);
+    uint32_t *start = calloc(n_stacks ? n_stacks : 1, sizeof *start);
+    uint32_t *len = calloc(n_stacks ? n_stacks : 1, sizeof *len);
+    int copied = code_copies && site_copies && pool && start && len;
+    if (copied) {
+        for (size_t k = 0; k < n_sites; k++)
+            site_copies[k] = (site_copy){sites.code[k], sites.line[k]};
         if (n_stacks > 0) { /* (the arrays are NULL while empty: memcpy may not take NULL) */
             memcpy(pool, stacks.pool, n_pool * sizeof *pool);
             memcpy(start, stacks.start, n_stacks * sizeof *start);
@@ -372,7 +407,7 @@ gp_pysites_take(void)
     }
     pthread_mutex_unlock(&gp_pysites_lock);
     PyObject *raw = NULL, *api = NULL, *site_list = NULL, *stack_list = NULL, *out = NULL;
-    if (site_copies == NULL || pool == NULL || start == NULL || len == NULL) {
+    if (!copied) {
         PyErr_NoMemory();
         goto done;
     }
@@ -385,7 +420,7 @@ gp_pysites_take(void)
     if (stack_list == NULL)
         goto done;
     for (size_t k = 0; k < n_sites; k++) {
-        PyObject *t = site_tuple(&site_copies[k]);
+        PyObject *t = site_tuple(&site_copies[k], code_copies);
         if (t == NULL)
             goto done;
         PyList_SET_ITEM(site_list, (Py_ssize_t)k, t);
@@ -405,6 +440,7 @@ done:
     Py_XDECREF(stack_list);
     free(taken);
     free(taken_api);
+    free_code_copies(code_copies, n_codes);
     free(site_copies);
     free(pool);
     free(start);

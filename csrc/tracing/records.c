@@ -407,13 +407,17 @@ error:
 static PyObject *
 demangle(PyObject *module, PyObject *seq)
 {
-    PyObject *fast = PySequence_Fast(seq, "_intern_kernel_names takes a sequence of str");
-    if (fast == NULL)
+    /* A tuple of our own: the objects made in the loop may run a finalizer that changes a list. */
+    PyObject *fast = PySequence_Tuple(seq);
+    if (fast == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_TypeError))
+            PyErr_SetString(PyExc_TypeError, "_intern_kernel_names takes a sequence of str");
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(fast);
     PyObject *out = PyList_New(n);
     for (Py_ssize_t k = 0; out != NULL && k < n; k++) {
-        const char *s = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(fast, k));
+        const char *s = PyUnicode_AsUTF8(PyTuple_GET_ITEM(fast, k));
         if (s == NULL) {
             Py_CLEAR(out);
             break;

@@ -140,14 +140,36 @@ cai_dtype(const char *typestr)
     return GP_DTYPE_OTHER;
 }
 
+/* The interface's entries, each held by a strong reference: reading one may run the producer's
+ * Python (an entry's __index__, a key's __eq__), which may change or empty the dict; a borrowed
+ * value would then be freed under us. NULL for an entry that is absent. */
+enum { CAI_SHAPE, CAI_TYPESTR, CAI_DATA, CAI_STRIDES, CAI_MASK, CAI_VERSION, CAI_STREAM, CAI_N };
+static const char *const cai_keys[CAI_N] = {"shape", "typestr", "data",  "strides",
+                                            "mask",  "version", "stream"};
+
 static int
-cai_stream(PyObject *iface, const char *name, gp_array *a)
+cai_take(PyObject *iface, PyObject *vals[CAI_N])
 {
-    PyObject *version = PyDict_GetItemString(iface, "version"); /* borrowed */
+    for (int k = 0; k < CAI_N; k++) {
+        PyObject *key = PyUnicode_FromString(cai_keys[k]);
+        if (key == NULL)
+            return -1;
+        PyObject *v = PyDict_GetItemWithError(iface, key);
+        vals[k] = Py_XNewRef(v); /* owned before anything else runs */
+        Py_DECREF(key);
+        if (v == NULL && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+static int
+cai_stream(PyObject *const vals[CAI_N], const char *name, gp_array *a)
+{
     long long v = 0;
-    if (version != NULL && cai_int(version, "version", name, &v) < 0)
+    if (vals[CAI_VERSION] != NULL && cai_int(vals[CAI_VERSION], "version", name, &v) < 0)
         return -1;
-    PyObject *stream = v >= 3 ? PyDict_GetItemString(iface, "stream") : NULL;
+    PyObject *stream = v >= 3 ? vals[CAI_STREAM] : NULL;
     if (stream == NULL || stream == Py_None)
         return 0;
     long long s;
@@ -166,18 +188,32 @@ cai_stream(PyObject *iface, const char *name, gp_array *a)
 }
 
 static int
-parse_cai(PyObject *iface, const char *name, gp_array *a)
+cai_strides(PyObject *strides, const char *name, gp_array *a)
 {
-    a->via = "__cuda_array_interface__";
-    a->on_device = 1;
-    a->device = -1;
-    if (!PyDict_Check(iface)) {
-        PyErr_Format(PyExc_TypeError, "%s.__cuda_array_interface__ must be a dict", name);
-        return -1;
+    if (strides == NULL || strides == Py_None) {
+        contiguous_strides(a);
+        return 0;
     }
-    PyObject *shape = PyDict_GetItemString(iface, "shape");
-    PyObject *typestr = PyDict_GetItemString(iface, "typestr");
-    PyObject *data = PyDict_GetItemString(iface, "data");
+    if (cai_int_tuple(strides, "strides", name, a->strides, a->ndim) < 0)
+        return -1;
+    const int64_t item = a->dtype == GP_DTYPE_OTHER ? 1 : gp_dtype_size(a->dtype);
+    for (int i = 0; i < a->ndim; i++) {
+        if (a->strides[i] % item != 0) {
+            PyErr_Format(PyExc_ValueError,
+                         "%s: stride %lld bytes of dimension %d is not a "
+                         "multiple of the element size",
+                         name, (long long)a->strides[i], i);
+            return -1;
+        }
+        a->strides[i] /= item;
+    }
+    return check_strides(a, name);
+}
+
+static int
+cai_fields(PyObject *const vals[CAI_N], const char *name, gp_array *a)
+{
+    PyObject *shape = vals[CAI_SHAPE], *typestr = vals[CAI_TYPESTR], *data = vals[CAI_DATA];
     if (!shape || !typestr || !data || !PyTuple_Check(shape) || !PyUnicode_Check(typestr)) {
         PyErr_Format(PyExc_ValueError,
                      "%s.__cuda_array_interface__ needs 'shape' (tuple), "
@@ -185,8 +221,7 @@ parse_cai(PyObject *iface, const char *name, gp_array *a)
                      name);
         return -1;
     }
-    PyObject *mask = PyDict_GetItemString(iface, "mask");
-    if (mask != NULL && mask != Py_None) {
+    if (vals[CAI_MASK] != NULL && vals[CAI_MASK] != Py_None) {
         PyErr_Format(PyExc_ValueError, "%s: masked arrays are not supported", name);
         return -1;
     }
@@ -204,27 +239,26 @@ parse_cai(PyObject *iface, const char *name, gp_array *a)
         return -1;
     a->data = (void *)(uintptr_t)ptr_ro[0];
     a->readonly = ptr_ro[1] != 0;
-    PyObject *strides = PyDict_GetItemString(iface, "strides");
-    if (strides == NULL || strides == Py_None) {
-        contiguous_strides(a);
-    } else {
-        if (cai_int_tuple(strides, "strides", name, a->strides, a->ndim) < 0)
-            return -1;
-        const int64_t item = a->dtype == GP_DTYPE_OTHER ? 1 : gp_dtype_size(a->dtype);
-        for (int i = 0; i < a->ndim; i++) {
-            if (a->strides[i] % item != 0) {
-                PyErr_Format(PyExc_ValueError,
-                             "%s: stride %lld bytes of dimension %d is not a "
-                             "multiple of the element size",
-                             name, (long long)a->strides[i], i);
-                return -1;
-            }
-            a->strides[i] /= item;
-        }
-        if (check_strides(a, name) < 0)
-            return -1;
+    if (cai_strides(vals[CAI_STRIDES], name, a) < 0)
+        return -1;
+    return cai_stream(vals, name, a);
+}
+
+static int
+parse_cai(PyObject *iface, const char *name, gp_array *a)
+{
+    a->via = "__cuda_array_interface__";
+    a->on_device = 1;
+    a->device = -1;
+    if (!PyDict_Check(iface)) {
+        PyErr_Format(PyExc_TypeError, "%s.__cuda_array_interface__ must be a dict", name);
+        return -1;
     }
-    return cai_stream(iface, name, a);
+    PyObject *vals[CAI_N] = {NULL};
+    int rc = cai_take(iface, vals) < 0 ? -1 : cai_fields(vals, name, a);
+    for (int k = 0; k < CAI_N; k++)
+        Py_XDECREF(vals[k]);
+    return rc;
 }
 
 /* ---- DLPack ------------------------------------------------------------------------------- */
@@ -326,6 +360,11 @@ parse_dlpack(PyObject *obj, const char *name, cudaStream_t consumer, gp_array *a
     a->data = (void *)((uintptr_t)t->data + (uintptr_t)t->byte_offset);
     char desc[sizeof a->dtype_desc];
     set_dtype(a, dl_dtype(t->dtype, desc, sizeof desc), desc);
+    if (a->ndim > 0 && t->shape == NULL) {
+        PyErr_Format(PyExc_ValueError, "%s: DLPack tensor of %d dimensions has no shape (NULL)",
+                     name, a->ndim);
+        return -1;
+    }
     for (int i = 0; i < a->ndim; i++)
         a->shape[i] = t->shape[i];
     if (check_shape(a, name) < 0)

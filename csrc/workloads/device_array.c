@@ -35,13 +35,45 @@ gp_device_array_strides(const DeviceArray *a, int64_t *strides)
     }
 }
 
+/* The size in bytes of a C-contiguous array of `shape`: 0, or -1 with ValueError when a
+ * dimension is negative or the size does not fit 64 bits (a wrapped product would be a small
+ * allocation that kernels then write past). */
+static int
+array_nbytes(int ndim, const int64_t *shape, gp_dtype dtype, size_t *out)
+{
+    int64_t count = 1;
+    int over = 0;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] < 0) {
+            PyErr_Format(PyExc_ValueError, "shape: dimension %d has negative size %lld", i,
+                         (long long)shape[i]);
+            return -1;
+        }
+        over |= gp_mul_i64(count, shape[i], &count);
+    }
+    int64_t bytes;
+    if (over || gp_mul_i64(count, gp_dtype_size(dtype), &bytes)) {
+        char dims[GP_ARRAY_MAX_DIM * 22 + 4] = "(";
+        for (int i = 0; i < ndim; i++)
+            snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s%lld", i ? ", " : "",
+                     (long long)shape[i]);
+        snprintf(dims + strlen(dims), sizeof dims - strlen(dims), "%s)", ndim == 1 ? "," : "");
+        PyErr_Format(PyExc_ValueError,
+                     "shape %s of %s is too large: its size in bytes does not fit 64 bits", dims,
+                     gp_dtype_name(dtype));
+        return -1;
+    }
+    *out = (size_t)bytes;
+    return 0;
+}
+
 /* The object without its memory (data NULL). */
 static DeviceArray *
 array_object(int ndim, const int64_t *shape, gp_dtype dtype, int device)
 {
-    size_t count = 1;
-    for (int i = 0; i < ndim; i++)
-        count *= (size_t)shape[i];
+    size_t nbytes;
+    if (array_nbytes(ndim, shape, dtype, &nbytes) < 0)
+        return NULL;
     DeviceArray *a = PyObject_New(DeviceArray, DeviceArrayType);
     if (a == NULL)
         return NULL;
@@ -50,7 +82,7 @@ array_object(int ndim, const int64_t *shape, gp_dtype dtype, int device)
     memcpy(a->shape, shape, sizeof(int64_t) * ndim);
     a->dtype = dtype;
     a->device = device;
-    a->nbytes = count * gp_dtype_size(dtype);
+    a->nbytes = nbytes;
     a->ready = a->read = NULL;
     a->written = a->read_on = a->free_on = (cudaStream_t)0;
     a->pooled = a->sync_free = 0;
@@ -428,14 +460,15 @@ device_array_empty(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO:_device_array_empty", &shape_obj, &dtype_obj) ||
         gp_dtype_from_object(dtype_obj, &dtype) < 0)
         return NULL;
-    PyObject *seq = PySequence_Fast(shape_obj, "shape must be a sequence of ints");
+    /* A tuple of our own: an element's __index__ may change a list it was read from. */
+    PyObject *seq = PySequence_Tuple(shape_obj);
     if (seq == NULL)
         return NULL;
-    const Py_ssize_t ndim = PySequence_Fast_GET_SIZE(seq);
+    const Py_ssize_t ndim = PyTuple_GET_SIZE(seq);
     int64_t shape[GP_ARRAY_MAX_DIM];
     int bad = ndim > GP_ARRAY_MAX_DIM;
     for (Py_ssize_t i = 0; !bad && i < ndim; i++) {
-        shape[i] = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        shape[i] = PyLong_AsLongLong(PyTuple_GET_ITEM(seq, i));
         bad = shape[i] < 0;
     }
     Py_DECREF(seq);
@@ -445,6 +478,9 @@ device_array_empty(PyObject *module, PyObject *args)
                          GP_ARRAY_MAX_DIM);
         return NULL;
     }
+    size_t nbytes; /* checked before asking for a device: a bad shape is a bad shape anywhere */
+    if (array_nbytes((int)ndim, shape, dtype, &nbytes) < 0)
+        return NULL;
     int device;
     if (gp_require_device() < 0)
         return NULL;

@@ -52,6 +52,20 @@ error:
     return -1;
 }
 
+/* a * b * c into *out, or -1 with ValueError: the counts in info (and the flops computed from
+ * them) must be exact, and huge blocks times iterations can pass 64 bits. */
+static int
+count_of(unsigned long long a, unsigned long long b, unsigned long long c, const char *what,
+         unsigned long long *out)
+{
+    if (__builtin_mul_overflow(a, b, out) || __builtin_mul_overflow(*out, c, out)) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: blocks * threads * iterations is too large to count in 64 bits", what);
+        return -1;
+    }
+    return 0;
+}
+
 /* Sets up buffers and params; fills self->info. */
 static int
 setup(gp_workload *self, long long bytes, int blocks, int threads, int iterations, int hops)
@@ -74,15 +88,22 @@ setup(gp_workload *self, long long bytes, int blocks, int threads, int iteration
                           threads, "bytes", bytes, "bytes_read", bytes, "bytes_written", bytes);
         break;
     case W_FFMA: {
+        /* The chains are summed at the end: CHAINS - 1 FADDs per thread. */
+        unsigned long long ffma, fadd, flops;
+        if (count_of(nthreads, GP_FFMA_CHAINS, (unsigned long long)iterations, "ffma", &ffma) < 0 ||
+            count_of(nthreads, GP_FFMA_CHAINS - 1, 1, "ffma", &fadd) < 0 ||
+            count_of(ffma, 2, 1, "ffma", &flops) < 0)
+            return -1;
+        if (__builtin_add_overflow(flops, fadd, &flops)) {
+            PyErr_SetString(PyExc_ValueError, "ffma: the flop count does not fit 64 bits");
+            return -1;
+        }
         if (alloc(&self->a, nthreads * sizeof(float)) < 0)
             return -1;
         self->ffma = (gp_ffma_params){self->a, 0.999f, 0.001f, iterations, blocks, threads};
-        unsigned long long ffma = nthreads * GP_FFMA_CHAINS * (unsigned long long)iterations;
-        /* The chains are summed at the end: CHAINS - 1 FADDs per thread. */
-        unsigned long long fadd = nthreads * (GP_FFMA_CHAINS - 1);
         self->info = Py_BuildValue("{s:s,s:i,s:i,s:i,s:K,s:K,s:K}", "kind", "ffma", "blocks",
                                    blocks, "threads", threads, "iterations", iterations, "ffma",
-                                   ffma, "fadd", fadd, "flops", 2 * ffma + fadd);
+                                   ffma, "fadd", fadd, "flops", flops);
         break;
     }
     case W_MMA: {
@@ -90,13 +111,17 @@ setup(gp_workload *self, long long bytes, int blocks, int threads, int iteration
             PyErr_SetString(PyExc_ValueError, "mma: threads must be a multiple of 32");
             return -1;
         }
+        const unsigned long long warps = nthreads / 32, its = (unsigned long long)iterations;
+        unsigned long long mma, flops;
+        if (count_of(warps, GP_MMA_CHAINS, its, "mma", &mma) < 0 ||
+            count_of(mma, GP_MMA_FLOPS, 1, "mma", &flops) < 0)
+            return -1;
         if (alloc(&self->a, nthreads * sizeof(float)) < 0)
             return -1;
         self->mma = (gp_mma_params){self->a, iterations, blocks, threads};
-        unsigned long long mma = nthreads / 32 * GP_MMA_CHAINS * (unsigned long long)iterations;
-        self->info = Py_BuildValue("{s:s,s:i,s:i,s:i,s:K,s:K}", "kind", "mma", "blocks", blocks,
-                                   "threads", threads, "iterations", iterations, "mma", mma,
-                                   "flops", mma * GP_MMA_FLOPS);
+        self->info =
+            Py_BuildValue("{s:s,s:i,s:i,s:i,s:K,s:K}", "kind", "mma", "blocks", blocks, "threads",
+                          threads, "iterations", iterations, "mma", mma, "flops", flops);
         break;
     }
     default: { /* W_CHASE */
@@ -108,14 +133,17 @@ setup(gp_workload *self, long long bytes, int blocks, int threads, int iteration
                          bytes);
             return -1;
         }
+        unsigned long long loads;
+        if (count_of(nthreads, (unsigned long long)hops, 1, "chase", &loads) < 0)
+            return -1;
         if (alloc(&self->a, (size_t)bytes) < 0 || alloc(&self->b, nthreads * sizeof(uint32_t)) < 0)
             return -1;
         GP_CUDA_CHECK(gp_launch_chase_init(self->a, (size_t)n, 0));
         GP_CUDA_CHECK(cudaDeviceSynchronize());
         self->chase = (gp_chase_params){self->a, self->b, (size_t)n, hops, blocks, threads};
-        self->info = Py_BuildValue("{s:s,s:i,s:i,s:L,s:i,s:K}", "kind", "chase", "blocks", blocks,
-                                   "threads", threads, "bytes", bytes, "hops", hops, "loads",
-                                   nthreads * (unsigned long long)hops);
+        self->info =
+            Py_BuildValue("{s:s,s:i,s:i,s:L,s:i,s:K}", "kind", "chase", "blocks", blocks, "threads",
+                          threads, "bytes", bytes, "hops", hops, "loads", loads);
     }
     }
     return self->info == NULL ? -1 : 0;

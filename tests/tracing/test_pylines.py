@@ -3,6 +3,7 @@ the lookup of notes by correlation id, the by-line table, collapsed stacks and t
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,12 @@ from gpuprofile.tracing import pylines
 from gpuprofile.tracing.profile import Profile
 
 HERE = os.path.abspath(__file__)
+
+
+def _qualified(name: str) -> str:
+    """Functions are named by their qualified name from 3.11 (code objects have co_qualname);
+    3.10 has only the plain name."""
+    return name if sys.version_info >= (3, 11) else name.rsplit(".", 1)[-1]
 
 
 def _line_of(marker):
@@ -93,7 +100,7 @@ def test_stack_mode_interns_whole_stacks():
     assert a == b and len(lines.stacks) == 2  # the same place twice: one site, one stack
     assert c[0] == a[0] and c[1] != a[1]  # same innermost line, another caller line
     frames = lines.frames(a[1])
-    assert frames[-1].startswith("test_stack_mode_interns_whole_stacks.<locals>.inner (")
+    assert frames[-1].startswith(_qualified("test_stack_mode_interns_whole_stacks.<locals>.inner ("))
     assert frames[-2].startswith("test_stack_mode_interns_whole_stacks (")
     assert len(frames) >= 3  # pytest's frames above
 
@@ -136,8 +143,8 @@ def test_the_cache_of_the_last_capture_gives_what_the_lookups_give(tmp_path):
         assert {lines.sites[c[0]][:2] for c in cached[6:9]} == {at["inner-call"]}
         if whole:
             assert cached[6][1] == cached[8][1] != cached[7][1]
-            assert lines.frames(cached[7][1])[-3].startswith(
-                "test_the_cache_of_the_last_capture_gives_what_the_lookups_give.<locals>.outer")
+            assert lines.frames(cached[7][1])[-3].startswith(_qualified(
+                "test_the_cache_of_the_last_capture_gives_what_the_lookups_give.<locals>.outer"))
         else:
             assert cached[6] == cached[7] == cached[8]
         assert lines.sites[plain[0][0]][:2] == (HERE, _line_of("loop-a2"))
