@@ -30,6 +30,7 @@
     X(cuptiActivityDisable)                                                                        \
     X(cuptiActivityEnableRuntimeApi)                                                               \
     X(cuptiActivityEnableDriverApi)                                                                \
+    X(cuptiGetCallbackName)                                                                        \
     X(cuptiActivityFlushAll)                                                                       \
     X(cuptiActivityGetNextRecord)                                                                  \
     X(cuptiActivityGetNumDroppedRecords)                                                           \

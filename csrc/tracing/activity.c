@@ -21,20 +21,21 @@
 static int refs[N_KINDS];
 static int session; /* kinds are in use: we hold a claim on the CUPTI subscriber */
 
-static const CUpti_ActivityKind kind_lists[N_KINDS][3] = {
+static const CUpti_ActivityKind kind_lists[N_KINDS][1] = {
     {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
     {CUPTI_ACTIVITY_KIND_MEMCPY},
     {CUPTI_ACTIVITY_KIND_MEMSET},
     {CUPTI_ACTIVITY_KIND_MEMORY2},
-    /* External ids are attached to API records: launches go through the runtime (torch, CuPy)
-     * or straight to the driver (Triton), so both kinds are needed; their records are ignored. */
-    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
-     CUPTI_ACTIVITY_KIND_DRIVER},
+    /* External ids are attached to the API records of calls made inside a region; the calls
+     * that attribution reads (launches, copies, sets, event records, allocations) have their
+     * runtime and driver records on by callback id (regions_cbids below), not every call's. */
+    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION},
     /* API (Python lines: which runtime launch each driver launch ran inside): the records of
-     * launch calls only, enabled by callback id below, or nothing when REGIONS has them all. */
+     * launch calls only, by callback id. */
     {0},
 };
-static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 3, 0};
+static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 1, 0};
+#define REGIONS_GROUP 4
 #define API_GROUP 5
 
 /* Users of each CUPTI kind, over all groups above. */
@@ -70,74 +71,121 @@ drop_kinds(int k, int j, int *rc)
     }
 }
 
-/* ---- API records of launches, by callback id ------------------------------------------------ */
+/* ---- API records by callback id, reference-counted ------------------------------------------ *
+ *
+ * Enabling the RUNTIME and DRIVER kinds makes CUPTI write a record for every CUDA call of the
+ * process (a training step makes thousands: device queries, stream checks, ...), which cost
+ * several % of a step. Both users here need a few calls only, so records are enabled per
+ * callback id, counted per id: the launch calls for Python lines (API), and for regions every
+ * call whose external id attribution reads. Domain 0 is the runtime, 1 the driver. */
 
-static const CUpti_CallbackId *api_cbids[2]; /* runtime, driver */
-static size_t n_api_cbids[2];
-static int api_by_cbid; /* the API group turned records on by callback id (its kinds were off) */
+#define GP_MAX_API_CBID 1024
+_Static_assert(CUPTI_RUNTIME_TRACE_CBID_SIZE <= GP_MAX_API_CBID, "runtime cbids");
+_Static_assert(CUPTI_DRIVER_TRACE_CBID_SIZE <= GP_MAX_API_CBID, "driver cbids");
+
+typedef struct {
+    const CUpti_CallbackId *ids[2];
+    size_t n[2];
+} cbid_set;
+
+static int cbid_refs[2][GP_MAX_API_CBID];
+static cbid_set api_cbids;     /* launches (set by pylines.c) */
+static cbid_set regions_cbids; /* found by name at first use (regions_cbids_find) */
 
 void
 gp_activity_set_api_cbids(const CUpti_CallbackId *runtime, size_t n_runtime,
                           const CUpti_CallbackId *driver, size_t n_driver)
 {
-    api_cbids[0] = runtime;
-    n_api_cbids[0] = n_runtime;
-    api_cbids[1] = driver;
-    n_api_cbids[1] = n_driver;
+    api_cbids = (cbid_set){{runtime, driver}, {n_runtime, n_driver}};
 }
 
 static CUptiResult
-api_by_cbid_set(uint8_t on)
+cbid_set_one(int d, CUpti_CallbackId id, uint8_t on)
 {
-    CUptiResult first = CUPTI_SUCCESS;
+    return d == 0 ? gp_cupti.cuptiActivityEnableRuntimeApi(id, on)
+                  : gp_cupti.cuptiActivityEnableDriverApi(id, on);
+}
+
+/* One more user of every id in `set`; CUPTI is told of ids going from 0 users to 1. -1 with
+ * CuptiError and nothing changed if CUPTI refuses one. */
+static void cbids_off(const cbid_set *set, int d_end, size_t k_end, int *rc);
+
+static int
+cbids_on(const cbid_set *set)
+{
     for (int d = 0; d < 2; d++)
-        for (size_t k = 0; k < n_api_cbids[d]; k++) {
-            CUptiResult res = d == 0 ? gp_cupti.cuptiActivityEnableRuntimeApi(api_cbids[d][k], on)
-                                     : gp_cupti.cuptiActivityEnableDriverApi(api_cbids[d][k], on);
-            if (res != CUPTI_SUCCESS && first == CUPTI_SUCCESS)
-                first = res;
+        for (size_t k = 0; k < set->n[d]; k++) {
+            CUpti_CallbackId id = set->ids[d][k];
+            if (id >= GP_MAX_API_CBID)
+                continue;
+            if (cbid_refs[d][id] == 0) {
+                CUptiResult res = cbid_set_one(d, id, 1);
+                if (res != CUPTI_SUCCESS) {
+                    int quiet = -1;
+                    cbids_off(set, d, k, &quiet);
+                    gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__,
+                                       __LINE__);
+                    return -1;
+                }
+            }
+            cbid_refs[d][id]++;
         }
-    return first;
-}
-
-/* Whether REGIONS has every API record on (RUNTIME and DRIVER enabled as kinds). */
-static int
-api_kinds_on(void)
-{
-    return cupti_refs[CUPTI_ACTIVITY_KIND_RUNTIME] > 0 ||
-           cupti_refs[CUPTI_ACTIVITY_KIND_DRIVER] > 0;
-}
-
-/* The kinds' settings override the callback ids' (CUPTI): while REGIONS holds RUNTIME and DRIVER,
- * every record is on and nothing is set here; a profile acquires REGIONS before API and releases
- * API first, so the two never undo each other. */
-static int
-api_enable(void)
-{
-    if (api_kinds_on())
-        return 0;
-    CUptiResult res = api_by_cbid_set(1);
-    if (res != CUPTI_SUCCESS) {
-        (void)api_by_cbid_set(0);
-        gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__, __LINE__);
-        return -1;
-    }
-    api_by_cbid = 1;
     return 0;
 }
 
+/* One user fewer of the ids of `set` before (d_end, k_end) (all: 2, 0); ids nobody uses any
+ * more are turned off. A refusal sets CuptiError once (*rc 0 -> -1). */
 static void
-api_disable(int *rc)
+cbids_off(const cbid_set *set, int d_end, size_t k_end, int *rc)
 {
-    if (!api_by_cbid)
+    for (int d = 0; d < 2 && d <= d_end; d++)
+        for (size_t k = 0; k < set->n[d] && (d < d_end || k < k_end); k++) {
+            CUpti_CallbackId id = set->ids[d][k];
+            if (id >= GP_MAX_API_CBID || cbid_refs[d][id] == 0 || --cbid_refs[d][id] > 0)
+                continue;
+            CUptiResult res = cbid_set_one(d, id, 0);
+            if (res != CUPTI_SUCCESS && *rc == 0) {
+                gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__,
+                                   __LINE__);
+                *rc = -1;
+            }
+        }
+}
+
+/* The calls attribution reads, by the prefix of their names (so that calls a newer CUDA adds to
+ * these families are covered): kernel and graph launches, copies, sets, event records (a
+ * region's own start and stop events: the stream rule), allocations and frees (memory records). */
+static const char *const regions_prefixes[2][12] = {
+    {"cudaLaunch", "__cudaLaunch", "cudaGraphLaunch", "cudaMemcpy", "cudaMemset", "cudaEventRecord",
+     "cudaMalloc", "cudaFree", NULL},
+    {"cuLaunch", "cuGraphLaunch", "cuMemcpy", "cuMemset", "cuEventRecord", "cuMemAlloc",
+     "cuMemFree", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", NULL},
+};
+static CUpti_CallbackId regions_found[2][GP_MAX_API_CBID];
+
+static void
+regions_cbids_find(void)
+{
+    if (regions_cbids.ids[0] != NULL)
         return;
-    api_by_cbid = 0;
-    if (api_kinds_on())
-        return; /* the kinds were turned on since: turning ids off would cut their records */
-    CUptiResult res = api_by_cbid_set(0);
-    if (res != CUPTI_SUCCESS && *rc == 0) {
-        gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__, __LINE__);
-        *rc = -1;
+    static const CUpti_CallbackDomain domains[2] = {CUPTI_CB_DOMAIN_RUNTIME_API,
+                                                    CUPTI_CB_DOMAIN_DRIVER_API};
+    static const uint32_t sizes[2] = {CUPTI_RUNTIME_TRACE_CBID_SIZE, CUPTI_DRIVER_TRACE_CBID_SIZE};
+    for (int d = 0; d < 2; d++) {
+        size_t n = 0;
+        for (uint32_t id = 1; id < sizes[d]; id++) {
+            const char *name = NULL;
+            if (gp_cupti.cuptiGetCallbackName(domains[d], id, &name) != CUPTI_SUCCESS ||
+                name == NULL)
+                continue;
+            for (const char *const *p = regions_prefixes[d]; *p != NULL; p++)
+                if (strncmp(name, *p, strlen(*p)) == 0) {
+                    regions_found[d][n++] = id;
+                    break;
+                }
+        }
+        regions_cbids.ids[d] = regions_found[d];
+        regions_cbids.n[d] = n;
     }
 }
 
@@ -153,7 +201,7 @@ static int
 enable_kind(int k)
 {
     if (k == API_GROUP)
-        return api_enable();
+        return cbids_on(&api_cbids);
     int j = 0;
     for (; j < kind_counts[k]; j++) {
         CUpti_ActivityKind kind = kind_lists[k][j];
@@ -161,8 +209,16 @@ enable_kind(int k)
             GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnable(kind));
         cupti_refs[kind]++;
     }
-    if ((1u << k) == GP_ACT_REGIONS && regions_hook != NULL && regions_hook(1) < 0)
-        goto error;
+    if (k == REGIONS_GROUP) {
+        regions_cbids_find();
+        if (cbids_on(&regions_cbids) < 0)
+            goto error;
+        if (regions_hook != NULL && regions_hook(1) < 0) {
+            int quiet = -1;
+            cbids_off(&regions_cbids, 2, 0, &quiet);
+            goto error;
+        }
+    }
     return 0;
 error:;
     int quiet = -1; /* the enable's error is the one to see */
@@ -222,10 +278,13 @@ gp_activity_release(unsigned mask)
             continue;
         if (--refs[k] > 0)
             continue;
-        if ((1u << k) == GP_ACT_REGIONS && regions_hook != NULL)
-            regions_hook(0);
+        if (k == REGIONS_GROUP) {
+            if (regions_hook != NULL)
+                regions_hook(0);
+            cbids_off(&regions_cbids, 2, 0, &rc);
+        }
         if (k == API_GROUP)
-            api_disable(&rc);
+            cbids_off(&api_cbids, 2, 0, &rc);
         else
             drop_kinds(k, kind_counts[k], &rc);
     }
@@ -364,7 +423,50 @@ error:
     return NULL;
 }
 
+/* _activity_api_cbids() -> {"regions": {"runtime": [...], "driver": [...]}, "api": {...}}: the
+ * names of the calls whose API records each group enables (loads CUPTI; no device needed). */
+static PyObject *
+names_of(const cbid_set *set)
+{
+    static const CUpti_CallbackDomain domains[2] = {CUPTI_CB_DOMAIN_RUNTIME_API,
+                                                    CUPTI_CB_DOMAIN_DRIVER_API};
+    PyObject *out = PyDict_New();
+    for (int d = 0; out != NULL && d < 2; d++) {
+        PyObject *list = PyList_New(0);
+        for (size_t k = 0; list != NULL && k < set->n[d]; k++) {
+            const char *name = NULL;
+            if (gp_cupti.cuptiGetCallbackName(domains[d], set->ids[d][k], &name) != CUPTI_SUCCESS ||
+                name == NULL)
+                name = "?";
+            PyObject *s = PyUnicode_FromString(name);
+            if (s == NULL || PyList_Append(list, s) < 0)
+                Py_CLEAR(list);
+            Py_XDECREF(s);
+        }
+        if (list == NULL || PyDict_SetItemString(out, d == 0 ? "runtime" : "driver", list) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(list);
+    }
+    return out;
+}
+
+static PyObject *
+activity_api_cbids(PyObject *module, PyObject *unused)
+{
+    if (gp_cupti_load() < 0)
+        return NULL;
+    regions_cbids_find();
+    PyObject *regions = names_of(&regions_cbids), *api = names_of(&api_cbids);
+    PyObject *out =
+        regions && api ? Py_BuildValue("{s:O,s:O}", "regions", regions, "api", api) : NULL;
+    Py_XDECREF(regions);
+    Py_XDECREF(api);
+    return out;
+}
+
 static PyMethodDef activity_methods[] = {
+    {"_activity_api_cbids", activity_api_cbids, METH_NOARGS,
+     "Names of the calls whose API records the regions and Python-line groups enable."},
     {"_activity_acquire", activity_acquire, METH_VARARGS,
      "_activity_acquire(mask, held=None): enable a mask of activity kinds (refcounted); the mask "
      "is appended to the list `held` once enabled."},

@@ -21,7 +21,7 @@ enum {
     GP_ACT_MEMCPY = 2,   /* MEMCPY */
     GP_ACT_MEMSET = 4,   /* MEMSET */
     GP_ACT_MEMORY = 8,   /* MEMORY2: allocations and frees */
-    GP_ACT_REGIONS = 16, /* EXTERNAL_CORRELATION (+ the RUNTIME and DRIVER records it needs) */
+    GP_ACT_REGIONS = 16, /* EXTERNAL_CORRELATION (+ the API records attribution reads, by id) */
     GP_ACT_API = 32      /* RUNTIME and DRIVER records of launches (Python lines: see below) */
 };
 #define GP_ACT_ALL 63
@@ -33,9 +33,9 @@ int gp_activity_acquire(unsigned mask);
  * exception if CUPTI refused to disable one (the counts are dropped regardless). */
 int gp_activity_release(unsigned mask);
 
-/* The launch calls whose API records GP_ACT_API enables (runtime and driver callback ids): only
- * theirs, by callback id, when REGIONS does not already have every API call's record on. Set by
- * pylines.c at init; the arrays must outlive the process's use of CUPTI. */
+/* The launch calls whose API records GP_ACT_API enables (runtime and driver callback ids), by
+ * callback id and counted per id with those REGIONS enables. Set by pylines.c at init; the arrays
+ * must outlive the process's use of CUPTI. */
 void gp_activity_set_api_cbids(const CUpti_CallbackId *runtime, size_t n_runtime,
                                const CUpti_CallbackId *driver, size_t n_driver);
 

@@ -181,3 +181,29 @@ def test_subscriber_state_and_guard_registration():
         gp._C._set_foreign_profiler_check(42)
     gp._C._set_foreign_profiler_check(None)
     gp._C._set_foreign_profiler_check(_foreign.torch_profiler_holds_cupti)
+
+
+def test_regions_enable_the_api_records_of_the_calls_attribution_reads_only():
+    """Every CUDA call's API record cost a training step several %; regions now enable, by
+    callback id, the calls whose external ids attribution reads (no GPU needed: CUPTI names them)."""
+    from gpuprofile import _C
+
+    try:
+        ids = _C._activity_api_cbids()
+    except _C.CuptiError as e:  # pragma: no cover - CUPTI missing on this machine
+        pytest.skip(f"CUPTI not loadable: {e}")
+    runtime = {n.split("_v")[0] for n in ids["regions"]["runtime"]}
+    driver = set(ids["regions"]["driver"])
+    for call in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cudaGraphLaunch", "cudaMemcpyAsync",
+                 "cudaMemsetAsync", "cudaEventRecord", "cudaEventRecordWithFlags", "cudaMalloc",
+                 "cudaFree", "cudaMallocAsync"):
+        assert call in runtime, call
+    for call in ("cuLaunchKernel", "cuLaunchKernelEx", "cuGraphLaunch", "cuMemcpyDtoDAsync_v2",
+                 "cuMemsetD32Async", "cuEventRecord", "cuMemAlloc_v2", "cuMemFree_v2"):
+        assert call in driver, call
+    for call in ("cudaGetDevice", "cudaStreamGetCaptureInfo", "cudaStreamSynchronize", "cudaSetDevice"):
+        assert call not in runtime, call
+    assert not any(n.startswith(("cuCtxGetCurrent", "cuStreamQuery", "cuDeviceGet")) for n in driver)
+    # Python lines' launches are a subset: the two groups share ids, counted per id
+    assert {n for n in ids["api"]["runtime"]} <= set(ids["regions"]["runtime"])
+    assert set(ids["api"]["driver"]) <= driver
