@@ -249,7 +249,7 @@ likely_holder(int *injected)
 
 static int subscriber_users;
 
-#define GP_MAX_CALLBACKS 128
+#define GP_MAX_CALLBACKS 1024 /* regions watch about 250 calls (attribution.c) */
 static struct {
     gp_cupti_callback id;
     int count;

@@ -26,17 +26,18 @@ static const CUpti_ActivityKind kind_lists[N_KINDS][3] = {
     {CUPTI_ACTIVITY_KIND_MEMCPY},
     {CUPTI_ACTIVITY_KIND_MEMSET},
     {CUPTI_ACTIVITY_KIND_MEMORY2},
-    /* External ids are attached to API records, and CUPTI writes external correlation records
-     * only while the RUNTIME and DRIVER kinds are on (enabling calls by id alone gave none: H200,
-     * 2026-11-25). So both kinds are on, and every call that attribution does not read is then
-     * turned off by callback id (trim_api_records below). */
-    {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
-     CUPTI_ACTIVITY_KIND_DRIVER},
+    /* Regions: no CUPTI kind. The calls attribution reads (launches, copies, sets, event records,
+     * allocations: regions_cbids) are watched by callback id; attribution.c's handler notes each
+     * with the calling thread's innermost region, as CUPTI's external correlation records did,
+     * but those need the RUNTIME and DRIVER kinds on, a record for every CUDA call of the
+     * process: +12 % on a transformer training step (H200, 2026-11-25), even with every call
+     * outside the set turned off by id. */
+    {0},
     /* API (Python lines: which runtime launch each driver launch ran inside): the records of
      * launch calls only, by callback id. */
     {0},
 };
-static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 3, 0};
+static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 0, 0};
 #define REGIONS_GROUP 4
 #define API_GROUP 5
 
@@ -77,10 +78,9 @@ drop_kinds(int k, int j, int *rc)
  *
  * Enabling the RUNTIME and DRIVER kinds makes CUPTI write a record for every CUDA call of the
  * process (a training step makes thousands: device queries, stream checks, ...), which cost
- * several % of a step. Both users here need a few calls only: the launch calls for Python lines
- * (API), enabled by callback id and counted per id, and for regions every call whose external id
- * attribution reads (the kinds on, the rest trimmed off by id). Domain 0 is the runtime, 1 the
- * driver. */
+ * several % of a step. Python lines need the launch calls' records only: enabled by callback id,
+ * counted per id. Regions need no record at all (attribution.c watches their calls' callbacks).
+ * Domain 0 is the runtime, 1 the driver. */
 
 #define GP_MAX_API_CBID 1024
 _Static_assert(CUPTI_RUNTIME_TRACE_CBID_SIZE <= GP_MAX_API_CBID, "runtime cbids");
@@ -192,52 +192,21 @@ regions_cbids_find(void)
     }
 }
 
-/* With the RUNTIME and DRIVER kinds just turned on (every call's record), turns off by id every
- * call outside regions_cbids: a training step makes thousands of calls whose records attribution
- * never reads (device queries, stream checks). Python lines' launches are in regions_cbids. */
-static int
-trim_api_records(void)
+const gp_cupti_callback *
+gp_activity_regions_callbacks(size_t *n)
 {
-    if (cupti_refs[CUPTI_ACTIVITY_KIND_RUNTIME] != 1)
-        return 0; /* already trimmed by the user who turned them on */
-    regions_cbids_find();
-    static const uint32_t sizes[2] = {CUPTI_RUNTIME_TRACE_CBID_SIZE, CUPTI_DRIVER_TRACE_CBID_SIZE};
-    for (int d = 0; d < 2; d++) {
-        static uint8_t keep[GP_MAX_API_CBID];
-        memset(keep, 0, sizeof keep);
-        for (size_t k = 0; k < regions_cbids.n[d]; k++)
-            keep[regions_cbids.ids[d][k]] = 1;
-        for (uint32_t id = 1; id < sizes[d]; id++) {
-            if (keep[id])
-                continue;
-            CUptiResult res = cbid_set_one(d, id, 0);
-            if (res != CUPTI_SUCCESS) {
-                gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__,
-                                   __LINE__);
-                return -1;
-            }
-        }
+    static gp_cupti_callback list[2 * GP_MAX_API_CBID];
+    static size_t count;
+    if (count == 0) {
+        regions_cbids_find();
+        static const CUpti_CallbackDomain domains[2] = {CUPTI_CB_DOMAIN_RUNTIME_API,
+                                                        CUPTI_CB_DOMAIN_DRIVER_API};
+        for (int d = 0; d < 2; d++)
+            for (size_t k = 0; k < regions_cbids.n[d]; k++)
+                list[count++] = (gp_cupti_callback){domains[d], regions_cbids.ids[d][k]};
     }
-    return 0;
-}
-
-/* After the kinds went off (every record off), the ids other users still hold go back on. */
-static void
-reapply_cbids(int *rc)
-{
-    if (cupti_refs[CUPTI_ACTIVITY_KIND_RUNTIME] > 0)
-        return;
-    for (int d = 0; d < 2; d++)
-        for (uint32_t id = 0; id < GP_MAX_API_CBID; id++) {
-            if (cbid_refs[d][id] == 0)
-                continue;
-            CUptiResult res = cbid_set_one(d, id, 1);
-            if (res != CUPTI_SUCCESS && *rc == 0) {
-                gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__,
-                                   __LINE__);
-                *rc = -1;
-            }
-        }
+    *n = count;
+    return list;
 }
 
 static int (*regions_hook)(int on);
@@ -260,12 +229,8 @@ enable_kind(int k)
             GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnable(kind));
         cupti_refs[kind]++;
     }
-    if (k == REGIONS_GROUP) {
-        if (trim_api_records() < 0)
-            goto error;
-        if (regions_hook != NULL && regions_hook(1) < 0)
-            goto error;
-    }
+    if (k == REGIONS_GROUP && regions_hook != NULL && regions_hook(1) < 0)
+        goto error;
     return 0;
 error:;
     int quiet = -1; /* the enable's error is the one to see */
@@ -331,8 +296,6 @@ gp_activity_release(unsigned mask)
             cbids_off(&api_cbids, 2, 0, &rc);
         else
             drop_kinds(k, kind_counts[k], &rc);
-        if (k == REGIONS_GROUP)
-            reapply_cbids(&rc);
     }
     if (session && !any_refs()) {
         gp_cupti_release(); /* the session's claim on the subscriber, taken in begin_session */

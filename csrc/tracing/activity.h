@@ -12,6 +12,8 @@
 #ifndef GP_ACTIVITY_H
 #define GP_ACTIVITY_H
 
+#include "core/cupti_loader.h"
+
 #include <Python.h>
 #include <cupti.h>
 #include <stdint.h>
@@ -21,7 +23,7 @@ enum {
     GP_ACT_MEMCPY = 2,   /* MEMCPY */
     GP_ACT_MEMSET = 4,   /* MEMSET */
     GP_ACT_MEMORY = 8,   /* MEMORY2: allocations and frees */
-    GP_ACT_REGIONS = 16, /* EXTERNAL_CORRELATION (+ the API records attribution reads, by id) */
+    GP_ACT_REGIONS = 16, /* attribution: callbacks of the calls it reads (attribution.c) */
     GP_ACT_API = 32      /* RUNTIME and DRIVER records of launches (Python lines: see below) */
 };
 #define GP_ACT_ALL 63
@@ -38,6 +40,10 @@ int gp_activity_release(unsigned mask);
  * must outlive the process's use of CUPTI. */
 void gp_activity_set_api_cbids(const CUpti_CallbackId *runtime, size_t n_runtime,
                                const CUpti_CallbackId *driver, size_t n_driver);
+
+/* The runtime and driver calls attribution reads (launches, copies, sets, event records,
+ * allocations), as callbacks to watch: found by name once, valid for the process. */
+const gp_cupti_callback *gp_activity_regions_callbacks(size_t *n);
 
 /* Called with 1 when the REGIONS kind is enabled (-1 fails the enable) and 0 when it is
  * disabled. Set by attribution.c at init, so that this file does not depend on it. */

@@ -31,23 +31,63 @@ static int last_stream_error; /* CUPTI's (or -1: no context) for the last stream
 static int
 push_id(int64_t rec)
 {
-    if (pushed.n == GP_MAX_PUSHED)
-        return 0;
-    GP_CUPTI_CHECK(
-        gp_cupti.cuptiActivityPushExternalCorrelationId(GP_EXTERNAL_KIND, (uint64_t)rec + 1));
-    pushed.ids[pushed.n++] = rec;
+    if (pushed.n < GP_MAX_PUSHED)
+        pushed.ids[pushed.n++] = rec;
     return 0;
-error:
-    return -1;
 }
 
 static void
 pop_id(void)
 {
-    uint64_t last = 0;
-    if (gp_cupti.cuptiActivityPopExternalCorrelationId(GP_EXTERNAL_KIND, &last) != CUPTI_SUCCESS)
-        pop_errors++;
     pushed.n--;
+}
+
+/* Each watched call (gp_activity_regions_callbacks) made while tracing, on a thread inside a
+ * region, is noted with that thread's innermost region: what CUPTI's external correlation
+ * records gave. Runs on the calling thread, without the GIL; `pushed` is that thread's own,
+ * written only by it (region enter and exit). */
+static uint8_t watched[2][1024];
+
+static void
+handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *cbdata)
+{
+    if (!__atomic_load_n(&tracing, __ATOMIC_ACQUIRE) || pushed.n == 0 || cbid >= 1024)
+        return;
+    int d = domain == CUPTI_CB_DOMAIN_DRIVER_API;
+    if ((!d && domain != CUPTI_CB_DOMAIN_RUNTIME_API) || !watched[d][cbid])
+        return;
+    const CUpti_CallbackData *data = cbdata;
+    if (data->callbackSite == CUPTI_API_ENTER)
+        gp_records_note_call(data->correlationId, (uint64_t)pushed.ids[pushed.n - 1] + 1);
+}
+
+static int handler_added;
+static int callbacks_on;
+
+static int
+watch_calls(int on)
+{
+    size_t n;
+    const gp_cupti_callback *cbs = gp_activity_regions_callbacks(&n);
+    if (!on) {
+        if (callbacks_on) {
+            callbacks_on = 0;
+            (void)gp_cupti_callbacks_off(cbs, n);
+        }
+        return 0;
+    }
+    if (!handler_added) {
+        for (size_t k = 0; k < n; k++)
+            if (cbs[k].cbid < 1024)
+                watched[cbs[k].domain == CUPTI_CB_DOMAIN_DRIVER_API][cbs[k].cbid] = 1;
+        if (gp_cupti_add_handler(handler, NULL) < 0)
+            return -1;
+        handler_added = 1;
+    }
+    if (gp_cupti_callbacks_on(cbs, n) < 0)
+        return -1;
+    callbacks_on = 1;
+    return 0;
 }
 
 /* Notes which CUPTI stream region `rec` records its events on, for the stream rule
@@ -97,18 +137,18 @@ int
 gp_attribution_set_tracing(int on)
 {
     if (on) {
-        tracing = 1;
-        int64_t inner = gp_region_innermost();
-        if (inner >= 0 && (pushed.n == 0 || pushed.ids[pushed.n - 1] != inner) &&
-            push_id(inner) < 0) {
-            tracing = 0;
+        if (watch_calls(1) < 0)
             return -1;
-        }
+        int64_t inner = gp_region_innermost();
+        if (inner >= 0 && (pushed.n == 0 || pushed.ids[pushed.n - 1] != inner))
+            push_id(inner);
         if (inner >= 0)
             note_stream(inner, 1);
+        __atomic_store_n(&tracing, 1, __ATOMIC_RELEASE);
         return 0;
     }
-    tracing = 0;
+    __atomic_store_n(&tracing, 0, __ATOMIC_RELEASE);
+    (void)watch_calls(0);
     while (pushed.n > 0)
         pop_id();
     return 0;

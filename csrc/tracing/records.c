@@ -224,6 +224,18 @@ gp_records_note_region_stream(int64_t record, uint32_t device, uint32_t stream, 
     pthread_mutex_unlock(&store_lock);
 }
 
+void
+gp_records_note_call(uint32_t correlation_id, uint64_t external_id)
+{
+    pthread_mutex_lock(&store_lock);
+    gp_extcorr_out *o = vec_push(&extcorrs);
+    if (o != NULL) {
+        o->external_id = external_id;
+        o->correlation_id = correlation_id;
+    }
+    pthread_mutex_unlock(&store_lock);
+}
+
 /* ---- buffers (any thread) ------------------------------------------------------------------- */
 
 static pthread_mutex_t buffer_lock = PTHREAD_MUTEX_INITIALIZER;

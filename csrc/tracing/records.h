@@ -91,6 +91,10 @@ void gp_records_buffer_stats(unsigned long long *in_cupti, unsigned long long *r
 /* Notes where a region entered while tracing records its events (handed over with the next
  * take). Any thread; a full store counts the row as lost. */
 void gp_records_note_region_stream(int64_t record, uint32_t device, uint32_t stream, int before);
+/* Notes that CUDA call `correlation_id` ran inside region record `external_id - 1` (the
+ * attribution handler, on the calling thread, without the GIL): the same record CUPTI's external
+ * correlation would give, without CUPTI writing an API record for every call of the process. */
+void gp_records_note_call(uint32_t correlation_id, uint64_t external_id);
 
 /* Called with each RUNTIME and DRIVER API record as it is parsed (any thread, the store's lock
  * held: the hook must not call back into this file). Set by pylines.c at init, so that this file
