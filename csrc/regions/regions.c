@@ -94,6 +94,7 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     self->nvtx = nvtx;
     self->metrics = Py_XNewRef(metrics);
     self->memory = memory;
+    self->entered_disabled = 0;
     self->weakreflist = NULL;
     return (PyObject *)self;
 }
@@ -377,7 +378,7 @@ static PyType_Spec regioncall_spec = {
 int
 gp_regions_init(PyObject *module)
 {
-    if (gp_region_stacks_init() < 0 || gp_region_store_init(module) < 0)
+    if (gp_region_stacks_init(module) < 0 || gp_region_store_init(module) < 0)
         return -1;
     RegionType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &region_spec, NULL);
     if (RegionType == NULL)
