@@ -118,7 +118,7 @@ _LAZY = {
     "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
     "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result",
     "Comparison": "bench.result", "compare": "bench.result", "Stream": "bench.streams",
-    "merge_traces": "tracing.merge", "rank_info": "distributed",
+    "merge_traces": "tracing.merge", "TraceFileError": "tracing.merge", "rank_info": "distributed",
 }
 _LAZY_MODULES = ("distributed",)  # gp.distributed: rank awareness (docs/distributed.md)
 
