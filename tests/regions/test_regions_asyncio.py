@@ -277,3 +277,33 @@ def test_interleaving_tasks_on_the_gpu_time_every_region():
     assert len(recs) == 40 and (recs["clock"] == "gpu").all()
     assert np.isfinite(recs["gpu_ms"]).all() and not recs["failed"].any()
     _assert_all_closed()
+
+
+@pytest.mark.gpu
+def test_tracing_keeps_no_closed_region_pushed_after_out_of_order_exits():
+    """While tracing, each region's id is pushed for kernel attribution (a per-thread stack in
+    CUPTI): tasks that close regions out of order take their own id out, so a kernel launched
+    afterwards is not attributed to a closed region."""
+
+    async def first(started, go):
+        with gp.region("first"):
+            started.set()
+            await go.wait()
+
+    async def second(started, go):
+        await started.wait()
+        with gp.region("second"):
+            go.set()
+            await asyncio.sleep(0.01)
+
+    async def main():
+        started, go = asyncio.Event(), asyncio.Event()
+        await asyncio.gather(first(started, go), second(started, go))
+
+    with gp.profile(memory=False) as p:
+        asyncio.run(main())
+        assert gp._C._attribution_state()["pushed_on_this_thread"] == 0
+        gp.kernels.spin(0)
+    spins = p.kernels[p.kernels["name"] == "gp_spin_kernel(unsigned long)"]
+    assert len(spins) == 1 and spins["region"][0] not in ("first", "second")
+    _assert_all_closed()
