@@ -243,6 +243,62 @@ def test_to_thread_inherits_the_callers_region():
     _assert_all_closed()
 
 
+def test_decorator_on_async_def_spans_each_awaited_call():
+    import inspect
+
+    @gp.region("fetch")
+    async def fetch(k, delay):
+        await asyncio.sleep(delay)
+        with gp.region("inner"):
+            return k * 2
+
+    class Client:
+        @gp.region("method")
+        async def get(self):
+            return await fetch(5, 0)
+
+    assert inspect.iscoroutinefunction(fetch) and fetch.__name__ == "fetch"
+    assert fetch.region is gp.region("fetch")
+
+    async def main():
+        got = await asyncio.gather(fetch(1, 0.02), fetch(2, 0))
+        return got, await Client().get()
+
+    assert asyncio.run(main()) == ([2, 4], 10)
+    recs = gp.records()
+    k = [i for i, n in enumerate(recs["name"]) if n == "fetch"]
+    assert len(k) == 3 and list(recs["name"]).count("inner") == 3
+    assert max(recs["host_ms"][k[:2]]) >= 20  # the sleep is inside the region
+    for i, name in enumerate(recs["name"]):
+        if name == "inner":
+            assert recs["name"][recs["parent"][i]] == "fetch"
+    m = list(recs["name"]).index("method")
+    assert recs["parent"][m + 1] == m  # the method's fetch nests under it
+    _assert_all_closed()
+
+
+def test_decorated_async_def_that_raises_or_is_cancelled():
+    @gp.region("boom")
+    async def boom():
+        await asyncio.sleep(0)
+        raise KeyError("x")
+
+    @gp.region("slow")
+    async def slow():
+        await asyncio.sleep(60)
+
+    async def main():
+        with pytest.raises(KeyError):
+            await boom()
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(slow(), 0.01)
+
+    asyncio.run(main())
+    recs = gp.records()
+    assert list(recs["name"]) == ["boom", "slow"] and recs["raised"].all()
+    _assert_all_closed()
+
+
 def test_a_deep_stack_dropped_with_its_context():
     """200 000 nested regions in a context that is then dropped: the chain of frames is freed
     without a recursion as deep as the chain."""
