@@ -151,6 +151,8 @@ _CASES = {
     "pair.json": lambda raw: b'{"otherData": {"clock_pair": {"wall_ns": 1}}, "traceEvents": []}',
     "meta.json": lambda raw: b'{"otherData": [1], "traceEvents": []}',
     "deep.json": lambda raw: b'{"traceEvents": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "zero.json": lambda raw: b'{"otherData": {"time_zero_cupti_ns": 1e300}, "traceEvents": []}',
+    "nan.json": lambda raw: b'{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": NaN, "name": "k"}]}',
     "id.json": lambda raw: b'{"traceEvents": [{"ph": "b", "ts": 1, "cat": "region (GPU)", '
                            b'"name": "step", "id": [1]}]}',
 }
