@@ -64,7 +64,9 @@ def _check_meta(meta) -> None:
             if key not in pair:
                 raise ValueError(f"otherData.clock_pair lacks {key!r}")
             _number(pair[key], f"otherData.clock_pair.{key}", _MAX_CLOCK_NS)
-        if pair.get("uncertainty_ns") is not None:
+        if "uncertainty_ns" in pair and pair["uncertainty_ns"] is None:
+            del pair["uncertainty_ns"]  # the same as none given (align.py reads 0)
+        if "uncertainty_ns" in pair:
             _number(pair["uncertainty_ns"], "otherData.clock_pair.uncertainty_ns", _MAX_CLOCK_NS)
 
 
@@ -101,7 +103,8 @@ def _check_event(e) -> None:
 
 def check_trace(path: str, data: dict) -> None:
     """TraceFileError naming `path` (and the event's index) unless every field merge reads has
-    the right type and range. Drops `args: null` (the same as no args)."""
+    the right type and range. Drops `args: null` and a clock pair's `uncertainty_ns: null` (the
+    same as none given)."""
     try:
         _check_meta(data.get("otherData"))
     except ValueError as exc:

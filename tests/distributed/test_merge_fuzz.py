@@ -82,6 +82,7 @@ def _set(target, key, value):
 
 def _apply(data, mutation):
     where, index, key, value = mutation
+    value = copy.deepcopy(value)  # hypothesis may hand the same object to two mutations
     events = data.get("traceEvents")
     if where in ("event", "event_args", "replace_event"):
         if not isinstance(events, list) or not events:
