@@ -22,7 +22,8 @@ typedef struct thread_s thread_t;
 
 typedef struct frame_s {
     PyObject_HEAD
-    struct frame_s *parent; /* strong; the innermost frame open when this one was entered */
+    struct frame_s *parent; /* strong; the innermost open frame when this one was entered (once
+                               closed, relinked past closed ones: open_frame) */
     gp_region *region;      /* strong */
     thread_t *owner;        /* whose open list holds this frame; NULL once closed */
     struct frame_s *prev, *next;
