@@ -3,7 +3,7 @@ PYTHON ?= python3
 ARCHS ?= 80;90
 
 .PHONY: help build test test-gpu bench format lint clean sanitize fuzz leaks reliability-gpu \
-        compute-sanitizer
+        compute-sanitizer test-pythons
 
 C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h)
 C_FORMATTED = $(C_SOURCES)
@@ -16,6 +16,7 @@ help:
 	@echo "format    clang-format and ruff format"
 	@echo "lint      ruff check and clang-format --dry-run"
 	@echo "sanitize  the CPU suite against an ASan + UBSan build (tools/sanitize.sh; CI runs it)"
+	@echo "test-pythons  the CPU suite on Python 3.10-3.13, -Werror builds (tools/test_pythons.sh; CI runs it)"
 	@echo "fuzz      the fuzz tests (marker fuzz) with a long budget: FUZZ_PROFILE=long"
 	@echo "leaks     the leak tests (marker leak; with a device, the GPU ones too)"
 	@echo "reliability-gpu  on a GPU machine: leaks, fuzz, threads, Ctrl-C, then compute-sanitizer"
@@ -56,6 +57,9 @@ FUZZ_PROFILE ?= long
 
 sanitize:
 	PYTHON=$(PYTHON) tools/sanitize.sh
+
+test-pythons:
+	tools/test_pythons.sh
 
 fuzz:
 	GPUPROFILE_FUZZ=$(FUZZ_PROFILE) $(PYTHON) -m pytest -q -p no:cacheprovider -m fuzz \

@@ -6,8 +6,15 @@ is needed to build. The CUDA runtime is linked statically; CUPTI is loaded at ru
 Kernels that use architecture-specific instructions (ARCH_SPECIFIC: wgmma, TMA and setmaxnreg exist
 only on sm_90a) are compiled for that "a" target where its architecture is listed, without PTX, and
 for the other listed ones as they are (their code there is a stub the launcher never reaches).
+
+GPUPROFILE_WERROR=1 turns compiler warnings into errors for our C sources (csrc/; CI sets it, so
+that an undeclared function or a bad conversion never reaches a user); nvcc's kernels are not
+affected. GPUPROFILE_KERNEL_CACHE=DIR keeps the compiled kernels in DIR (in a folder per set of
+nvcc flags) instead of the build's temporary folder, so builds for several Pythons compile them
+once (tools/test_pythons.sh); an object is reused while it is newer than its sources.
 """
 
+import hashlib
 import os
 import shlex
 import subprocess
@@ -78,13 +85,18 @@ class BuildExt(build_ext):
 
     def compile_cuda(self, home):
         nvcc = os.path.join(home, "bin", "nvcc")
-        out_dir = os.path.join(self.build_temp, "kernels")
-        os.makedirs(out_dir, exist_ok=True)
         extra = shlex.split(os.environ.get("GPUPROFILE_NVCC_FLAGS", ""))
         flags = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC,-fvisibility=hidden"]
         flags += ["--expt-relaxed-constexpr", "-Ikernels", *extra]
         if os.environ.get("CUDAHOSTCXX"):
             flags += ["-ccbin", os.environ["CUDAHOSTCXX"]]
+        out_dir = os.path.join(self.build_temp, "kernels")
+        cache = os.environ.get("GPUPROFILE_KERNEL_CACHE")
+        if cache:  # one folder per nvcc and flags: objects of other flags are never mixed in
+            specific = [f for a in sorted(set(ARCH_SPECIFIC.values())) for f in gencode_flags(a)]
+            key = " ".join([nvcc, *flags, *gencode_flags(), *specific])
+            out_dir = os.path.join(os.path.abspath(cache), hashlib.sha256(key.encode()).hexdigest()[:16])
+        os.makedirs(out_dir, exist_ok=True)
         sources = sorted(glob(os.path.join("kernels", "**", "*.cu"), recursive=True))
         headers = [h for ext in ("h", "cuh") for h in glob(os.path.join("kernels", "**", f"*.{ext}"), recursive=True)]
         jobs, objects = [], []
@@ -109,17 +121,20 @@ class BuildExt(build_ext):
         return objects
 
 
+# An undeclared function is an error, not a warning pip hides: C assumes it returns int, and a
+# pointer truncated to int crashes (PyFrame_GetBack on 3.10 did).
+C_FLAGS = ["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
+           "-Wno-unused-parameter", "-fvisibility=hidden", "-Werror=implicit-function-declaration"]
+if os.environ.get("GPUPROFILE_WERROR", "0") not in ("", "0"):
+    C_FLAGS.append("-Werror")
+
 extension = Extension(
     "gpuprofile._C",
     sources=sorted(glob("csrc/**/*.c", recursive=True)),
     # Includes name their folder ("core/errors.h", "attention/attention.h"): csrc/ and kernels/ are
     # the roots; csrc/core/cxx_shim comes first (see its header).
     include_dirs=["csrc/core/cxx_shim", "csrc", "kernels"],
-    # An undeclared function is an error, not a warning pip hides: C assumes it returns int, and
-    # a pointer truncated to int crashes (PyFrame_GetBack on 3.10 did).
-    extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
-                        "-Wno-unused-parameter", "-fvisibility=hidden",
-                        "-Werror=implicit-function-declaration"],
+    extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread", "rt", "stdc++"],
     define_macros=[("PY_SSIZE_T_CLEAN", None)],
     depends=glob("csrc/**/*.h", recursive=True) + glob("kernels/**/*.h", recursive=True),

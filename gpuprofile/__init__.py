@@ -59,6 +59,23 @@ def _region_metrics_exit(record):
 _C._set_region_metrics_hooks(_region_metrics_enter, _region_metrics_exit)
 
 
+def _time_coroutine_function(region, fn):
+    """`@region(...)` on an `async def` (csrc/regions/regions.c calls this): the region spans each
+    awaited call, in the task that awaits it, not just the making of the coroutine."""
+    import functools
+
+    @functools.wraps(fn)
+    async def timed(*args, **kwargs):
+        with region:
+            return await fn(*args, **kwargs)
+
+    timed.region = region
+    return timed
+
+
+_C._set_coroutine_wrapper(_time_coroutine_function)
+
+
 def reset() -> None:
     """Forget every region record (GpuProfileError while regions are open). The allocation records
     kept for memory=True regions shrink to the allocations still live."""
@@ -119,7 +136,7 @@ _LAZY = {
     "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
     "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result",
     "Comparison": "bench.result", "compare": "bench.result", "Stream": "bench.streams",
-    "merge_traces": "tracing.merge", "rank_info": "distributed",
+    "merge_traces": "tracing.merge", "TraceFileError": "tracing.merge", "rank_info": "distributed",
 }
 _LAZY_MODULES = ("distributed",)  # gp.distributed: rank awareness (docs/distributed.md)
 

@@ -51,7 +51,8 @@ def readme_commands():
 def test_ci_runs_exactly_the_readme_set_up_commands():
     ci = [line.strip() for line in (ROOT / ".ci" / "run").read_text().splitlines()
           if line.strip() and not line.startswith(("#", "set ", "cd ", "rm ", "python3 -m venv", "source ",
-                                                   "python -m pip install -q --upgrade pip"))]
+                                                   "python -m pip install -q --upgrade pip",
+                                                   "export GPUPROFILE_WERROR=1"))]
     assert ci == readme_commands()
 
 

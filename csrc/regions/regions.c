@@ -18,7 +18,8 @@
 
 static PyTypeObject *RegionType;
 static PyTypeObject *RegionCallType;
-static int (*metrics_hook)(void); /* see gp_regions_set_metrics_hook */
+static int (*metrics_hook)(void);   /* see gp_regions_set_metrics_hook */
+static PyObject *coroutine_wrapper; /* see _set_coroutine_wrapper */
 
 void
 gp_regions_set_metrics_hook(int (*hook)(void))
@@ -94,6 +95,7 @@ region_make(PyTypeObject *type, PyObject *const *vals)
     self->nvtx = nvtx;
     self->metrics = Py_XNewRef(metrics);
     self->memory = memory;
+    self->entered_disabled = 0;
     self->weakreflist = NULL;
     return (PyObject *)self;
 }
@@ -222,6 +224,36 @@ regioncall_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObje
     return result;
 }
 
+/* An `async def` function (or a method of one): calling it only makes the coroutine, so the
+ * region must be around its awaiting, which the Python wrapper does. */
+static int
+is_coroutine_function(PyObject *fn)
+{
+    if (PyMethod_Check(fn))
+        fn = PyMethod_GET_FUNCTION(fn);
+    return PyFunction_Check(fn) &&
+           (((PyCodeObject *)PyFunction_GET_CODE(fn))->co_flags & CO_COROUTINE) != 0;
+}
+
+/* _set_coroutine_wrapper(wrap): wrap(region, fn) decorates `async def` functions; installed by
+ * gpuprofile/__init__.py at import (C never imports Python by name). */
+static PyObject *
+set_coroutine_wrapper(PyObject *module, PyObject *wrap)
+{
+    if (!PyCallable_Check(wrap)) {
+        PyErr_SetString(PyExc_TypeError, "the coroutine wrapper must be callable");
+        return NULL;
+    }
+    Py_XSETREF(coroutine_wrapper, Py_NewRef(wrap));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef regions_methods[] = {
+    {"_set_coroutine_wrapper", set_coroutine_wrapper, METH_O,
+     "Install the decorator of `async def` functions: wrap(region, fn)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyObject *
 region_call(PyObject *op, PyObject *args, PyObject *kwargs)
 {
@@ -237,6 +269,8 @@ region_call(PyObject *op, PyObject *args, PyObject *kwargs)
                      Py_TYPE(fn)->tp_name);
         return NULL;
     }
+    if (coroutine_wrapper != NULL && is_coroutine_function(fn))
+        return PyObject_CallFunctionObjArgs(coroutine_wrapper, op, fn, NULL);
     gp_regioncall *w = PyObject_GC_New(gp_regioncall, RegionCallType);
     if (w == NULL)
         return NULL;
@@ -324,6 +358,7 @@ PyDoc_STRVAR(region_doc,
              "never waits for the GPU (times are resolved when results are read). `stream` is\n"
              "None (the legacy default stream), an int handle, or an object with\n"
              "__cuda_stream__ or .cuda_stream. Without a device the host clock is used.\n"
+             "On an `async def` function the region spans each awaited call.\n"
              "metrics: hardware counters for the block (a set name such as 'sol', or metric\n"
              "names); read them with gpuprofile.region_metrics(name). See docs/counters.md.\n"
              "memory=True tracks device allocations while the region is open, for its peak\n"
@@ -377,7 +412,7 @@ static PyType_Spec regioncall_spec = {
 int
 gp_regions_init(PyObject *module)
 {
-    if (gp_region_stacks_init() < 0 || gp_region_store_init(module) < 0)
+    if (gp_region_stacks_init(module) < 0 || gp_region_store_init(module) < 0)
         return -1;
     RegionType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &region_spec, NULL);
     if (RegionType == NULL)
@@ -389,7 +424,8 @@ gp_regions_init(PyObject *module)
     RegionCallType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &regioncall_spec, NULL);
     if (RegionCallType == NULL)
         return -1;
-    if (PyModule_AddType(module, RegionType) < 0 || PyModule_AddType(module, RegionCallType) < 0)
+    if (PyModule_AddType(module, RegionType) < 0 || PyModule_AddType(module, RegionCallType) < 0 ||
+        PyModule_AddFunctions(module, regions_methods) < 0)
         return -1;
     return 0;
 }

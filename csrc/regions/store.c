@@ -6,7 +6,6 @@
 #include "core/util.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -272,51 +271,32 @@ gp_region_record_stream(int64_t index, int *device, cudaStream_t *stream)
     return 0;
 }
 
-/* Records of threads that ended inside regions (gp_store_orphan), closed under the GIL. */
-typedef struct orphan {
-    struct orphan *next;
-    int64_t rec;
-    PyObject *region;
-} orphan_t;
-
-static pthread_mutex_t orphan_lock = PTHREAD_MUTEX_INITIALIZER;
-static orphan_t *orphans;
+static void (*dead_threads_hook)(void);
 
 void
-gp_store_orphan(int64_t rec, PyObject *region)
+gp_store_set_dead_threads_hook(void (*hook)(void))
 {
-    orphan_t *o = malloc(sizeof *o);
-    if (o == NULL)
-        return; /* the record stays open: reset() will say so */
-    o->rec = rec;
-    o->region = region;
-    pthread_mutex_lock(&orphan_lock);
-    o->next = orphans;
-    orphans = o;
-    pthread_mutex_unlock(&orphan_lock);
+    dead_threads_hook = hook;
 }
 
 static void
-close_orphans(void)
+close_dead_threads(void)
 {
-    pthread_mutex_lock(&orphan_lock);
-    orphan_t *o = orphans;
-    orphans = NULL;
-    pthread_mutex_unlock(&orphan_lock);
-    while (o != NULL) {
-        orphan_t *next = o->next;
-        if (o->rec >= 0 && (size_t)o->rec < gp_store.n && gp_store.recs[o->rec].state == REC_OPEN) {
-            gp_record *r = &gp_store.recs[o->rec];
-            r->state = REC_DONE;
-            r->flags |= REC_FAILED;
-            if (r->device >= 0)
-                gp_event_pool_give(r->device, 2, r->ev);
-            gp_store.open--;
-        }
-        Py_XDECREF(o->region);
-        free(o);
-        o = next;
-    }
+    if (dead_threads_hook != NULL)
+        dead_threads_hook();
+}
+
+void
+gp_store_close_failed(int64_t rec)
+{
+    if (rec < 0 || (size_t)rec >= gp_store.n || gp_store.recs[rec].state != REC_OPEN)
+        return;
+    gp_record *r = &gp_store.recs[rec];
+    r->state = REC_DONE;
+    r->flags |= REC_FAILED;
+    if (r->device >= 0)
+        gp_event_pool_give(r->device, 2, r->ev);
+    gp_store.open--;
 }
 
 int
@@ -342,7 +322,7 @@ gp_region_record_name(int64_t index)
 static PyObject *
 records_raw(PyObject *module, PyObject *unused)
 {
-    close_orphans();
+    close_dead_threads();
     if (resolve_all() < 0)
         return NULL;
     const size_t n = gp_store.n;
@@ -420,7 +400,7 @@ done:
 static PyObject *
 regions_reset(PyObject *module, PyObject *unused)
 {
-    close_orphans();
+    close_dead_threads();
     if (gp_store.open > 0)
         return PyErr_Format(gp_GpuProfileError,
                             "reset() while %zu region(s) are open; call it outside all regions",

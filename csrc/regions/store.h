@@ -73,10 +73,13 @@ int gp_region_record_memory(int64_t index);
  * The stream handle is meaningful only while the region is open. */
 int gp_region_record_stream(int64_t index, int *device, cudaStream_t *stream);
 
-/* Hands over open record `rec` of a thread that ended inside it, with the region object's
- * reference its frame held. Any thread, no GIL needed: the next records() or reset() closes it
- * as failed (no GPU time, not open, its events back in the pool) and drops the reference. */
-void gp_store_orphan(int64_t rec, PyObject *region);
+/* Closes open record `rec` as failed (no GPU time, not open, its events back in the pool): a
+ * region whose thread ended inside it. GIL held. */
+void gp_store_close_failed(int64_t rec);
+
+/* Installed by stacks.c: closes the regions of threads that ended inside them (with
+ * gp_store_close_failed); records() and reset() call it first. */
+void gp_store_set_dead_threads_hook(void (*hook)(void));
 
 /* Name of record `index` (borrowed), or NULL if out of range. */
 PyObject *gp_region_record_name(int64_t index);

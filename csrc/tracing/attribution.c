@@ -10,6 +10,8 @@
 #include "counters/context.h"
 #include "regions/regions.h"
 
+#include <string.h>
+
 /* Deeper region nests than this are attributed to their 256th level. */
 #define GP_MAX_PUSHED 256
 
@@ -19,8 +21,9 @@ typedef struct {
 } id_stack;
 
 /* Region records whose external id this thread pushed, and memory=True regions holding memory
- * tracking, innermost last. Regions nest strictly per thread, so an exit finds its own record on
- * top or not at all (not pushed: entered while tracing was off, or too deep). */
+ * tracking, innermost last. An exit usually finds its own record on top; regions of asyncio
+ * tasks that interleave on the thread may close in any order (unpush, memory_exit); a record
+ * not there was entered while tracing was off, or too deep. */
 static _Thread_local id_stack pushed;
 static _Thread_local id_stack tracked;
 
@@ -177,8 +180,12 @@ memory_enter(int64_t rec)
 static void
 memory_exit(int64_t rec)
 {
-    if (tracked.n == 0 || tracked.ids[tracked.n - 1] != rec)
+    int k = tracked.n - 1;
+    while (k >= 0 && tracked.ids[k] != rec)
+        k--;
+    if (k < 0)
         return;
+    memmove(&tracked.ids[k], &tracked.ids[k + 1], (size_t)(tracked.n - 1 - k) * sizeof rec);
     tracked.n--;
     if (gp_activity_release(GP_ACT_MEMORY) < 0)
         PyErr_Clear(); /* an exit cannot raise; CUPTI keeps MEMORY2 on, which costs nothing */
@@ -201,11 +208,36 @@ observe_enter(int64_t rec, void *unused)
     return 0;
 }
 
+/* Takes `rec` out of this thread's pushed ids. Regions of interleaving asyncio tasks close in
+ * any order: the ids above it are popped and pushed again, so that no closed region's id stays
+ * pushed (kernels would be attributed to it until tracing stops). */
+static void
+unpush(int64_t rec)
+{
+    int k = pushed.n - 1;
+    while (k >= 0 && pushed.ids[k] != rec)
+        k--;
+    if (k < 0)
+        return;
+    int64_t above[GP_MAX_PUSHED];
+    int n_above = pushed.n - 1 - k;
+    memcpy(above, &pushed.ids[k + 1], (size_t)n_above * sizeof above[0]);
+    while (pushed.n > k)
+        pop_id();
+    for (int j = 0; j < n_above; j++)
+        if (push_id(above[j]) < 0) {
+            PyErr_Clear(); /* an exit cannot raise; the miss shows as unattributed kernels */
+            pop_errors++;
+        }
+}
+
 static void
 observe_exit(int64_t rec, void *unused)
 {
     if (pushed.n > 0 && pushed.ids[pushed.n - 1] == rec)
         pop_id();
+    else
+        unpush(rec);
     if (tracing)
         push_innermost();
     memory_exit(rec);

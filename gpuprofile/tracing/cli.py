@@ -18,8 +18,10 @@ Writes one Chrome/Perfetto trace with a process per rank, on one time line: each
 printed spread is the measured alignment error). NCCL kernels are named by collective, with
 bytes and bus bandwidth where a gp.distributed.collective() region gave the size. The straggler
 table splits each step (a region, default 'step') per rank into compute, collective and wait time
-and names the rank that arrived last. Exit status: 0 merged; 1 a file is not a Chrome trace or
-two are of the same rank; 2 bad arguments. docs/distributed.md explains the output.
+and names the rank that arrived last. Exit status: 0 merged; 1 the output cannot be written;
+2 bad arguments or a bad input file (unreadable, not a Chrome trace, a field of the wrong type or
+out of range, two of the same rank: the message names the file). docs/distributed.md explains
+the output.
 """
 
 
@@ -44,8 +46,11 @@ def merge_main(args) -> int:
 
     try:
         result = merge_traces(args.files, args.output, step=args.straggler_step, align=args.align)
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:  # TraceFileError names the file
         print(f"gpuprofile merge: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"gpuprofile merge: error: cannot write {args.output}: {exc}", file=sys.stderr)
         return 1
     print(result)
     if args.json:

@@ -22,30 +22,12 @@ from . import nccl
 from .align import collective_corrections, wall_shifts
 from .chrome_trace import GPU_PID_BASE
 from .straggler import RankTimes, StragglerTable, straggler_rows
+from .trace_input import TraceFileError, read_trace
+
+__all__ = ["MergeResult", "TraceFileError", "merge_traces", "read_trace"]
 
 COLLECTIVE_REGION = "collective "  # gpuprofile.distributed.collective()'s region names
 _STREAM_TID = 1 << 20  # GPU d's stream s becomes thread GPU_PID_BASE + d * _STREAM_TID + s
-
-
-def read_trace(path) -> dict:
-    """A Chrome trace file (gzip or plain JSON) as a dict; ValueError naming the file when it is
-    not one."""
-    path = os.fspath(path)
-    with open(path, "rb") as f:
-        head = f.read(2)
-    opener = gzip.open if head == b"\x1f\x8b" else open
-    try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: not a Chrome trace ({exc})") from None
-    except RecursionError:
-        raise ValueError(f"{path}: not a Chrome trace (nested too deeply to read)") from None
-    if isinstance(data, list):
-        data = {"traceEvents": data}
-    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        raise ValueError(f"{path}: not a Chrome trace (no traceEvents list)")
-    return data
 
 
 def _bytes_of(region: str, op: str):
@@ -78,11 +60,14 @@ def _load(paths) -> list:
         data = read_trace(path)
         meta = dict(data.get("otherData") or {})
         rank = meta.get("rank")
-        ranks.append(_Rank(rank if isinstance(rank, int) else i, os.fspath(path), meta,
-                           data["traceEvents"]))
+        ok = isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 2**31
+        ranks.append(_Rank(rank if ok else i, os.fspath(path), meta, data["traceEvents"]))
     seen = [r.rank for r in ranks]
-    if len(set(seen)) != len(seen):
-        raise ValueError(f"two traces are of the same rank (ranks {seen}): pass one file per rank")
+    for k, r in enumerate(ranks):
+        if r.rank in seen[:k]:
+            first = ranks[seen.index(r.rank)].path
+            raise TraceFileError(f"{r.path}: of rank {r.rank}, like {first}; two traces are of the "
+                                 "same rank: pass one file per rank")
     ranks.sort(key=lambda r: r.rank)
     for r in ranks:
         for e in r.events:
@@ -113,8 +98,20 @@ def _instances(ranks) -> dict:
     return out
 
 
+def _check_shifts(ranks, shifts) -> None:
+    """Clock fields that put a rank centuries from the others would overflow the int64 times:
+    TraceFileError naming the file farthest from the median."""
+    if max(shifts) - min(shifts) <= 2**60:
+        return
+    mid = sorted(shifts)[len(shifts) // 2]
+    worst = max(range(len(ranks)), key=lambda i: abs(shifts[i] - mid))
+    raise TraceFileError(f"{ranks[worst].path}: its clock fields (otherData time_zero_cupti_ns, "
+                         f"clock_pair) put it {abs(shifts[worst] - mid) / 3.156e16:.3g} years "
+                         "from the other ranks")
+
+
 def _align(ranks, instances, method: str) -> dict:
-    zeros = [int(r.meta.get("time_zero_cupti_ns", 0)) for r in ranks]
+    zeros = [int(r.meta.get("time_zero_cupti_ns") or 0) for r in ranks]
     pairs = [r.meta.get("clock_pair") for r in ranks]
     info = {"method": "wall clock", "wall_uncertainty_ns": None, "collectives_matched": 0,
             "spread_median_ns": None, "spread_max_ns": None, "corrections_ns": None}
@@ -123,6 +120,7 @@ def _align(ranks, instances, method: str) -> dict:
     else:  # older traces: assume one host's shared CUPTI clock
         info["method"] = "CUPTI clock (traces without clock pairs)"
         shifts = [z - min(zeros) for z in zeros]
+    _check_shifts(ranks, shifts)
     keys = sorted(instances, key=lambda key: ranks[0].kernels[instances[key][0]][1])
     ends = np.array([[r.kernels[instances[key][i]][2] + shifts[i] for key in keys]
                      for i, r in enumerate(ranks)], dtype=np.int64).reshape(len(ranks), len(keys))

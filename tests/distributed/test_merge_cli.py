@@ -36,5 +36,5 @@ def test_merge_usage_and_file_errors(tmp_path):
     out = gpuprofile("merge", tmp_path / "a.json", cwd=tmp_path)  # no -o
     assert out.returncode == 2 and out.stdout == "" and "-o/--output" in out.stderr
     out = gpuprofile("merge", tmp_path / "missing.json", "-o", tmp_path / "m.json", cwd=tmp_path)
-    assert out.returncode == 1 and out.stdout == "" and "missing.json" in out.stderr
+    assert out.returncode == 2 and out.stdout == "" and "missing.json" in out.stderr
     assert not (tmp_path / "m.json").exists()

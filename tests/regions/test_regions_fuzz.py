@@ -100,52 +100,60 @@ OPS = st.lists(st.tuples(st.sampled_from(["enter", "exit", "exit_raised", "disab
 
 @given(ops=OPS, names=st.lists(st.sampled_from("abc"), min_size=4, max_size=4))
 def test_random_enter_exit_sequences_match_a_model(ops, names):
-    """The store against a model: frames (region, record or None), records (name, parent, depth,
-    raised). Misuse (exit of a region that is not innermost, reset while open) must raise
-    GpuProfileError and change nothing."""
+    """The store against a model of one context: open frames (region, record), enters made
+    while disabled (a count per region object) and records (name, parent, depth: the parent's plus one, raised). An
+    exit closes the innermost open frame of its region, in any order (after an exit made while
+    disabled consumes an enter made while disabled); an exit with nothing to close, and reset
+    while regions are open, raise GpuProfileError and change nothing."""
     gp.enable()
     gp.reset()  # one test function runs many examples
     regions = [gp.region(n, nvtx=False) for n in names]
-    frames, model = [], []
+    frames, model, disabled = [], [], {}
     enabled = True
     for op, i in ops:
         r = regions[i]
         if op == "enter":
-            rec = None
             if enabled:
-                parent = next((f[1] for f in reversed(frames) if f[1] is not None), -1)
-                depth = sum(f[1] is not None for f in frames)
-                model.append([names[i], parent, depth, False])
-                rec = len(model) - 1
+                parent = frames[-1][1] if frames else -1
+                model.append([names[i], parent, model[parent][2] + 1 if frames else 0, False])
+                frames.append((r, len(model) - 1))
+            else:
+                disabled[id(r)] = disabled.get(id(r), 0) + 1
             r.__enter__()
-            frames.append((r, rec))
         elif op in ("exit", "exit_raised"):
             raised = op == "exit_raised"
-            if frames and frames[-1][0] is r:
-                _, rec = frames.pop()
-                if rec is not None:
-                    model[rec][3] = raised
-                r.__exit__(*((ValueError, ValueError(), None) if raised else (None, None, None)))
+            mine = [k for k, f in enumerate(frames) if f[0] is r]
+            args = (ValueError, ValueError(), None) if raised else (None, None, None)
+            if disabled.get(id(r), 0) and (not enabled or not mine):
+                disabled[id(r)] -= 1
+                r.__exit__(*args)
+            elif mine:
+                model[frames.pop(mine[-1])[1]][3] = raised
+                r.__exit__(*args)
             else:
-                with pytest.raises(gp.GpuProfileError):
+                with pytest.raises(gp.GpuProfileError, match="not open in this thread"):
                     r.__exit__(None, None, None)
         elif op in ("disable", "enable"):
             enabled = op == "enable"
             (gp.enable if enabled else gp.disable)()
         elif op == "reset":
-            if any(f[1] is not None for f in frames):
+            if frames:
                 with pytest.raises(gp.GpuProfileError, match="open"):
                     gp.reset()
             else:
                 gp.reset()
                 model = []
-                frames = [(fr, None) for fr, _ in frames]
         else:
             _check(gp.records(), model, frames)
     _check(gp.records(), model, frames)
-    while frames:
-        frames.pop()[0].__exit__(None, None, None)
     gp.enable()
+    for r, _ in reversed(frames):
+        r.__exit__(None, None, None)
+    for r in regions:
+        while disabled.get(id(r), 0):
+            disabled[id(r)] -= 1
+            r.__exit__(None, None, None)
+    assert not gp.records()["open"].any()
 
 
 def _check(recs, model, frames):
