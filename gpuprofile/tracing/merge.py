@@ -9,7 +9,6 @@ ids, and its GPU streams become threads "GPU d stream s". The whole output is bu
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from dataclasses import dataclass, field
