@@ -25,7 +25,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule  # noqa: 
 import gpuprofile as gp  # noqa: E402
 from gpuprofile import _C, kernels  # noqa: E402
 
-pytestmark = pytest.mark.gpu
+# In a fresh interpreter: the states are this test's own, not what earlier tests left.
+pytestmark = [pytest.mark.gpu, pytest.mark.fresh_interpreter]
 if gp.device_count() == 0 or not torch.cuda.is_available():  # pragma: no cover
     pytest.skip("needs a CUDA device visible to torch", allow_module_level=True)
 
@@ -120,7 +121,11 @@ class CuptiStates(RuleBasedStateMachine):
     @rule()
     def stalls(self):
         self.log.append("stalls")
-        assert gp.stalls(lambda: kernels.spin(200_000)).kernels
+        try:
+            assert gp.stalls(lambda: kernels.spin(200_000)).kernels
+        except gp.GpuProfileError as e:  # documented: counters collected on the spin kernel
+            assert "non-user kernels" in str(e), e  # earlier (metrics) hide it from PC sampling
+
 
     @rule()
     def region(self):

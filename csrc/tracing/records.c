@@ -287,9 +287,9 @@ static int registered;
  * may register a clock of its own and never take it back: torch.profiler (Kineto) registers one
  * that counts TSC ticks, not ns, so once it had run and let go of CUPTI, every duration we read
  * was about 2.1x too long on an H200 host (a 2.1 GHz TSC) while CUDA events agreed with the
- * truth. Registering ours at every session start, before any kind is enabled, makes the unit
- * ours whatever ran before; it is also CUPTI's default, so a later client that does not register
- * its own sees what it would have seen without us. */
+ * truth. Registering ours at every session start (where such a client may have run), before any
+ * kind is enabled, makes the unit ours whatever ran before; it is also CUPTI's default, so a
+ * later client that does not register its own sees what it would have seen without us. */
 static uint64_t CUPTIAPI
 realtime_ns(void)
 {
@@ -298,10 +298,24 @@ realtime_ns(void)
     return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
+/* Whether a client that registers a clock of its own may have run in this process: torch's
+ * Kineto or Triton's proton loaded. Only then is ours registered: the GPU leak tests (no torch)
+ * saw the C heap grow by 0.6-1 kB per tracing session (H200, 2026-11-25) once every session
+ * registered it, most likely CUPTI keeping each registration. */
+static int
+foreign_clock_possible(void)
+{
+    PyObject *modules = PySys_GetObject("modules"); /* borrowed */
+    return modules != NULL && PyDict_Check(modules) &&
+           (PyDict_GetItemString(modules, "torch") != NULL ||
+            PyDict_GetItemString(modules, "triton.profiler") != NULL);
+}
+
 int
 gp_records_register(void)
 {
-    GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterTimestampCallback(realtime_ns));
+    if (foreign_clock_possible())
+        GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterTimestampCallback(realtime_ns));
     GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
     registered = 1;
     return 0;
