@@ -4,14 +4,16 @@ Two rules, tried in order (the `attribution` column of Profile.kernels/memcpy/me
 one decided each row):
 
 - "launch": the CUDA call that enqueued the work ran on a thread while the region was its
-  innermost open region. CUPTI's external correlation records tie the call to the region.
+  innermost open region. The call records (csrc/tracing/attribution.c notes each watched call's
+  correlation id with the thread's innermost region, as CUPTI's external correlation would) tie
+  the call to the region.
 - "stream": the work was enqueued on the region's stream between the region's start and stop
   events, so the GPU ran it inside the region, whichever thread enqueued it (autograd runs
   backward on its own threads; a worker thread may launch on the region's stream). A stream
   runs its work in the order it was enqueued, and CUPTI numbers CUDA calls in the order they
   are made (correlation ids), so "between the two events" is a comparison of correlation ids:
-  the region's own events are recorded by the first and last calls carrying its external id
-  (the id is pushed before the start event is recorded and popped after the stop event). The
+  the region's own events are recorded by the first and last calls noted with its record
+  (it is innermost from before its start event is recorded until after its stop event). The
   region's stream is named by CUPTI when the region is entered. A region open when tracing
   started has no start call in the trace (it starts at 0); one still open when tracing stopped
   has no stop call (it ends after every call). With several candidates the region whose start
