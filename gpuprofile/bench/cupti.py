@@ -43,17 +43,25 @@ _LEARN_ITERS = 4
 _MAX_MISMATCHED = 4  # discarded batches (more than half of all) before the timing is refused
 
 
-def spans_ms(starts, ends, n: int, per_call: int):
-    """Per-iteration GPU time (ms) of n iterations whose records (start/end ns) are given in any
-    order, per_call records each: last end minus first start of each group of per_call records in
-    start order. None when the count is not n × per_call. Pure."""
+def _groups(starts, ends, n: int, per_call: int):
+    """(starts, ends) as n rows of per_call records in start order, or None when the count is
+    not n × per_call."""
     starts = np.asarray(starts, dtype=np.int64)
     ends = np.asarray(ends, dtype=np.int64)
     if per_call < 1 or n < 1 or starts.size != n * per_call:
         return None
     order = np.argsort(starts, kind="stable")
-    s = starts[order].reshape(n, per_call)
-    e = ends[order].reshape(n, per_call)
+    return starts[order].reshape(n, per_call), ends[order].reshape(n, per_call)
+
+
+def spans_ms(starts, ends, n: int, per_call: int):
+    """Per-iteration GPU time (ms) of n iterations whose records (start/end ns) are given in any
+    order, per_call records each: last end minus first start of each group of per_call records in
+    start order. None when the count is not n × per_call. Pure."""
+    groups = _groups(starts, ends, n, per_call)
+    if groups is None:
+        return None
+    s, e = groups
     return (e.max(axis=1) - s.min(axis=1)) / 1e6
 
 
@@ -61,13 +69,11 @@ def busy_ms(starts, ends, n: int, per_call: int):
     """Per-iteration GPU busy time (ms): like spans_ms, less the idle gaps inside each group (the
     union of the records' intervals). For iterations run between device synchronizations, where
     a gap inside fn is the host's launch latency, not GPU work. None on a wrong count. Pure."""
-    starts = np.asarray(starts, dtype=np.int64)
-    ends = np.asarray(ends, dtype=np.int64)
-    if per_call < 1 or n < 1 or starts.size != n * per_call:
+    groups = _groups(starts, ends, n, per_call)
+    if groups is None:
         return None
-    order = np.argsort(starts, kind="stable")
-    s = starts[order].reshape(n, per_call)
-    e = np.maximum.accumulate(ends[order].reshape(n, per_call), axis=1)
+    s, e = groups
+    e = np.maximum.accumulate(e, axis=1)
     gaps = np.maximum(0, s[:, 1:] - e[:, :-1]).sum(axis=1)
     return (e[:, -1] - s[:, 0] - gaps) / 1e6
 
