@@ -6,57 +6,149 @@
                                          run the cell under gpuprofile.profile(): kernel summary,
                                          the cell's regions and the device-memory peak, inline
 
-%gpu_timeit options: -m/--mode cold|hot|graph, --flops F, --bytes B, --clock C, --max-time S,
---max-noise X, --rounds N (repeat the whole measurement; the interval spans the rounds' medians),
--n NAME, -o (return the BenchmarkResult instead of displaying it). Statements see
-the notebook's names; setup runs in a copy of them, so it leaves the notebook's namespace as it
-was. In graph mode `stream` is a gpuprofile.Stream to launch on. Without a CUDA device the host
-clock times the statement, and the result says so.
+%gpu_timeit reads its options as %timeit does: -n N (timed calls per round; without it the noise
+decides when to stop), -r R (rounds; --rounds is the same), -q (print nothing), -o (return the
+BenchmarkResult), and prints one line:
+
+    16.6 µs ± 0.1 µs per call (median ± 95 % CI, CUPTI, 735 calls)
+
+-v shows the whole result (text and HTML) instead. Beyond %timeit: -m/--mode cold|hot|graph,
+--flops F, --bytes B, --clock C, --max-time S, --max-noise X, --name NAME. `%gpu_timeit?` shows
+them all. Options end at the first word that is not one (or at `--`); the rest of the line is
+the statement, verbatim. Statements see the notebook's names; setup runs in a copy of them, so it
+leaves the notebook's namespace as it was. In graph mode `stream` is a gpuprofile.Stream to
+launch on. Without a CUDA device the host clock times the statement, and the result says so.
 
 Only this module imports IPython; `import gpuprofile` never does.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 import time
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
 from . import _C
-from .bench.benchmark import benchmark
+from ._format import fmt
+from .bench.benchmark import make_options, run
 from .bench.stmt import BadStatement, compile_stmt
 from .device import device_count
 
-_TIMEIT_LONG = ["mode=", "flops=", "bytes=", "clock=", "max-time=", "max-noise=", "name=", "rounds="]
+_CLOCK_NAMES = {"cupti": "CUPTI", "gpu": "CUDA events", "host": "host clock"}
+_WORD = re.compile(r"\s*(\S+)")
 
 
-def _number(opts, key: str, default=None, kind=float):
-    """Option `key` converted by `kind` (float, or int for a count); `default` when absent."""
-    if key not in opts:
-        return default
-    try:
-        return kind(opts[key])
-    except ValueError:
-        what = "a number" if kind is float else "a whole number"
-        raise UsageError(f"--{key} needs {what}, got {opts[key]!r}") from None
+def summary_line(result) -> str:
+    """The one line %gpu_timeit prints, %timeit's shape: median ± the 95 % CI's half-width."""
+    half = (result.ci_high_ms - result.ci_low_ms) / 2
+    how = [_CLOCK_NAMES.get(result.clock, result.clock)]
+    if result.mode != "cold":
+        how.append(result.mode)
+    calls = result.iterations * result.inner
+    how.append(f"{calls} call{'s' if calls != 1 else ''}")
+    if result.rounds > 1:
+        how.append(f"{result.rounds} rounds")
+    scale, unit = _unit(result.median_ms)
+    return (f"{fmt(result.median_ms / scale)} {unit} ± {fmt(half / scale)} {unit} per call "
+            f"(median ± 95 % CI, {', '.join(how)})")
+
+
+def _unit(ms: float) -> tuple[float, str]:
+    """(ms per unit, unit) that reads best for `ms`; both halves of the line share it."""
+    for scale, unit in ((1e3, "s"), (1.0, "ms"), (1e-3, "µs")):
+        if abs(ms) >= scale:
+            return scale, unit
+    return 1e-6, "ns"
+
+
+def split_options(parser, line: str) -> tuple[list[str], str]:
+    """(the leading option words of `line`, the rest of it verbatim): options end at the first
+    word that does not start with '-', or after `--`. A value may be the next word (`-n 100`),
+    attached (`-n100`, `--rounds=3`), and short flags combine (`-qo`)."""
+    takes_value = {opt: action.nargs != 0 for action in parser._actions
+                   for opt in action.option_strings}
+    words, pos = [], 0
+    while (m := _WORD.match(line, pos)) is not None:
+        word = m.group(1)
+        if word == "--":
+            return words, line[m.end():]
+        if not word.startswith("-") or word == "-":
+            break
+        words.append(word)
+        pos = m.end()
+        if _needs_next(word, takes_value):
+            nxt = _WORD.match(line, pos)
+            if nxt is None:
+                raise UsageError(f"option {word} needs a value")
+            words.append(nxt.group(1))
+            pos = nxt.end()
+    return words, line[pos:]
+
+
+def _needs_next(word: str, takes_value: dict) -> bool:
+    """Whether option word `word` takes the next word as its value."""
+    if word.startswith("--"):
+        key = word.split("=", 1)[0]
+        if key not in takes_value:
+            raise UsageError(f"unknown option {key} (see %gpu_timeit?); end the options with "
+                             "`--` if the statement starts with '-'")
+        return takes_value[key] and "=" not in word
+    for i, letter in enumerate(word[1:], 1):
+        key = "-" + letter
+        if key not in takes_value:
+            raise UsageError(f"unknown option {key} (see %gpu_timeit?); end the options with "
+                             "`--` if the statement starts with '-'")
+        if takes_value[key]:
+            return i == len(word) - 1  # the value is attached unless the letter ends the word
+    return False
 
 
 @magics_class
 class GpuProfileMagics(Magics):
+    @magic_arguments()
+    @argument("-n", "--number", type=int, metavar="N",
+              help="timed calls per round (%%timeit's loops); default: until the 95 %% CI of the "
+                   "median is within --max-noise, or --max-time")
+    @argument("-r", "--repeat", "--rounds", dest="rounds", type=int, default=1, metavar="R",
+              help="rounds: repeat the whole measurement; the interval spans the rounds' medians")
+    @argument("-q", "--quiet", action="store_true", help="print nothing")
+    @argument("-o", "--output", action="store_true", help="return the BenchmarkResult")
+    @argument("-v", "--verbose", action="store_true",
+              help="show the whole result (text and HTML) instead of one line")
+    @argument("-m", "--mode", default="cold", help="cold (L2 flushed, default), hot or graph")
+    @argument("--clock", default="auto", help="auto, cupti, gpu or host")
+    @argument("--flops", type=float, help="floating-point operations per call (TFLOP/s, roofline)")
+    @argument("--bytes", type=float, help="bytes moved per call (GB/s, roofline)")
+    @argument("--max-time", type=float, default=5.0, metavar="S", help="seconds per round at most")
+    @argument("--max-noise", type=float, default=0.005, metavar="X",
+              help="stop once the CI's half-width is within this fraction of the median")
+    @argument("--name", help="the result's name (default: the statement)")
     @line_cell_magic
     def gpu_timeit(self, line: str, cell: str | None = None):
-        """Benchmark a statement on the GPU with gpuprofile.benchmark (see gpuprofile.ipython)."""
-        opts, rest = self.parse_options(line, "m:n:o", *_TIMEIT_LONG, posix=False, strict=False,
-                                        preserve_non_opts=True)
+        """Benchmark a statement on the GPU with gpuprofile.benchmark, the way %timeit reads:
+
+            %gpu_timeit [options] STMT
+            %%gpu_timeit [options] [SETUP]
+            STMT...
+
+        Prints `median ± CI half-width per call (median ± 95 % CI, clock, calls)`.
+        """
+        parser = self.gpu_timeit.parser
+        words, rest = split_options(parser, line)
+        args = parser.parse_args(words)
         stmt, setup = (rest, "") if cell is None else (cell, rest)
         if not stmt.strip():
             raise UsageError("%gpu_timeit needs a statement: %gpu_timeit [options] STMT")
-        mode = opts.get("m", opts.get("mode", "cold"))
+        if args.number is not None and args.number < 1:
+            raise UsageError(f"-n needs a count >= 1, got {args.number}")
         namespace = dict(self.shell.user_ns)
-        if mode == "graph":
+        if args.mode == "graph":
             if device_count() == 0:
                 raise UsageError("--mode graph needs a CUDA device "
                                  f"({_C._cuda_status()['reason'] or 'none found'})")
@@ -65,28 +157,38 @@ class GpuProfileMagics(Magics):
             namespace["stream"] = Stream()
         try:
             fn, _ = compile_stmt(self.shell.transform_cell(stmt), self.shell.transform_cell(setup)
-                                 if setup.strip() else "", namespace, name=opts.get("n", opts.get("name")))
+                                 if setup.strip() else "", namespace, name=args.name)
         except BadStatement as e:
             raise UsageError(str(e)) from None
-        clock = opts.get("clock", "auto")
-        if clock in ("auto", "host") and device_count() == 0:
+        if args.clock in ("auto", "host") and device_count() == 0 and not args.quiet:
             print(f"gpu_timeit: no CUDA device ({_C._cuda_status()['reason'] or 'none found'}): "
                   "timing with the host clock", file=sys.stderr)
+        result = self._measure(fn, args, namespace.get("stream"))
+        if args.verbose and not args.quiet:
+            display(result)
+        elif not args.quiet:
+            print(summary_line(result))
+        return result if args.output else None
+
+    @staticmethod
+    def _measure(fn, args, stream):
+        count = {} if args.number is None else dict(
+            min_iters=args.number, max_iters=args.number, min_time=0.0, max_time=math.inf,
+            fixed=True)
         try:
-            result = benchmark(fn, mode=mode, clock=clock, flops=_number(opts, "flops"),
-                               bytes=_number(opts, "bytes"), max_time=_number(opts, "max-time", 5.0),
-                               max_noise=_number(opts, "max-noise", 0.005),
-                               stream=namespace.get("stream"), rounds=_number(opts, "rounds", 1, int))
+            opts = make_options(**{
+                "warmup": 0.1, "min_time": 0.2, "max_time": args.max_time,
+                "max_noise": args.max_noise, "min_iters": 10, "max_iters": 1_000_000,
+                "flush_l2": None, "mode": args.mode, "clock": args.clock, "stream": stream,
+                "flops": args.flops, "bytes": args.bytes, "name": None, "peak": None,
+                "rounds": args.rounds, **count})
+            return run(fn, (), {}, opts)
         except (TypeError, ValueError) as e:
             if getattr(e, "__notes__", None):  # fn raised: the user's traceback
                 raise
             raise UsageError(str(e)) from None
         except _C.NoDeviceError as e:  # clock='gpu' or 'cupti' here
             raise UsageError(str(e)) from None
-        if "o" in opts:
-            return result
-        display(result)
-        return None
 
     @cell_magic
     def gpuprofile(self, line: str, cell: str):

@@ -2,6 +2,8 @@
 %gpu_timeit (line and cell) and %%gpuprofile (host-clock regions and a clear note without a
 device); and `import gpuprofile` never importing IPython."""
 
+import dataclasses
+import re
 import subprocess
 import sys
 
@@ -17,6 +19,7 @@ from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 from IPython.utils.capture import capture_output  # noqa: E402
 from synthetic import memory_events  # noqa: E402
 
+from gpuprofile.ipython import summary_line  # noqa: E402
 from gpuprofile.notebook import CellReport, memory_peak  # noqa: E402
 from gpuprofile.regions import report  # noqa: E402
 from gpuprofile.tracing.timeline import build_timeline  # noqa: E402
@@ -41,14 +44,66 @@ def test_import_gpuprofile_does_not_import_ipython():
 def test_line_magic_sees_the_notebooks_names_and_returns_the_result(shell):
     shell.user_ns["xs"] = list(range(100))
     with capture_output() as cap:
-        r = shell.run_line_magic("gpu_timeit", f"-o {QUICK} --flops 100 -n total sum(xs)")
+        r = shell.run_line_magic("gpu_timeit", f"-o {QUICK} --flops 100 --name total sum(xs)")
     assert isinstance(r, gp.BenchmarkResult) and r.name == "total" and r.flops == 100
     assert r.clock == "host" and r.iterations >= 10 and cap.outputs == []
+    assert cap.stdout == summary_line(r) + "\n"
 
 
-def test_line_magic_displays_text_and_html_without_o(shell):
+def test_line_magic_prints_one_line_like_timeit(shell):
     with capture_output() as cap:
         assert shell.run_line_magic("gpu_timeit", f"{QUICK} sorted(range(50))") is None
+    assert cap.outputs == [] and cap.stdout.count("\n") == 1
+    assert re.fullmatch(r"\S+ (ns|µs|ms|s) ± \S+ \1 per call \(median ± 95 % CI, host clock, \d+ calls\)\n",
+                        cap.stdout)
+
+
+def test_n_is_the_number_of_calls_and_r_the_rounds(shell):
+    with capture_output() as cap:
+        r = shell.run_line_magic("gpu_timeit", "-o -n 37 -r 2 --clock host sum(range(10))")
+    assert r.stop_reason == "fixed" and r.iterations == 74 and r.inner == 1 and r.rounds == 2
+    assert r.name == "sum(range(10))"
+    assert cap.stdout.endswith("(median ± 95 % CI, host clock, 74 calls, 2 rounds)\n")
+
+
+def test_attached_values_and_combined_flags(shell):
+    with capture_output() as cap:
+        r = shell.run_line_magic("gpu_timeit", "-qon5 --rounds=2 --clock=host 1 + 1")
+    assert r.iterations == 10 and r.rounds == 2 and cap.stdout == "" and cap.outputs == []
+
+
+def test_q_prints_nothing_and_returns_nothing_without_o(shell):
+    with capture_output() as cap:
+        assert shell.run_line_magic("gpu_timeit", "-q -n 3 --clock host 1 + 1") is None
+    assert cap.stdout == "" and cap.stderr == "" and cap.outputs == []
+
+
+def test_double_dash_ends_the_options(shell):
+    shell.user_ns["x"] = 3
+    with capture_output():
+        r = shell.run_line_magic("gpu_timeit", "-o -n 3 --clock host -- -x + 1")
+    assert r.name == "-x + 1"
+
+
+def test_help_is_argparse_style(shell):
+    doc = shell.find_line_magic("gpu_timeit").__doc__
+    assert "::" in doc and "%gpu_timeit [-n N] [-r R] [-q] [-o] [-v]" in doc
+    assert "--repeat R, --rounds R" in doc
+
+
+def test_summary_line_of_a_result():
+    base = gp.benchmark(lambda: None, clock="host", max_time=0.3, max_noise=0.5)
+    r = dataclasses.replace(base, median_ms=0.0166, ci_low_ms=0.0165, ci_high_ms=0.0167,
+                            iterations=735, inner=1, clock="cupti", mode="cold", rounds=1)
+    assert summary_line(r) == "16.6 µs ± 0.1 µs per call (median ± 95 % CI, CUPTI, 735 calls)"
+    r = dataclasses.replace(r, median_ms=2.0, ci_low_ms=1.5, ci_high_ms=2.5, iterations=1,
+                            clock="gpu", mode="hot")
+    assert summary_line(r) == "2 ms ± 0.5 ms per call (median ± 95 % CI, CUDA events, hot, 1 call)"
+
+
+def test_line_magic_v_displays_text_and_html(shell):
+    with capture_output() as cap:
+        assert shell.run_line_magic("gpu_timeit", f"-v {QUICK} sorted(range(50))") is None
     (shown,) = cap.outputs
     assert shown.data["text/plain"].startswith("BenchmarkResult 'sorted(range(50))'")
     assert "<table>" in shown.data["text/html"]
@@ -77,10 +132,15 @@ def test_without_a_device_the_magic_says_it_uses_the_host_clock(shell):
 @pytest.mark.parametrize("magic, line, cell, match", [
     ("gpu_timeit", "", None, "needs a statement"),
     ("gpu_timeit", "x = (", None, "not valid Python"),
-    ("gpu_timeit", f"{QUICK} --flops lots 1", None, "--flops needs a number"),
+    ("gpu_timeit", f"{QUICK} --flops lots 1", None, "argument --flops: invalid float value"),
     ("gpu_timeit", "--mode warm --clock host 1", None, "mode must be one of"),
-    ("gpu_timeit", f"{QUICK} --rounds two 1", None, "--rounds needs a whole number"),
+    ("gpu_timeit", f"{QUICK} --rounds two 1", None, "argument -r/--repeat/--rounds: invalid int value"),
     ("gpu_timeit", f"{QUICK} --rounds 0 1", None, "rounds must be >= 1"),
+    ("gpu_timeit", "-n lots 1", None, "invalid int value: 'lots'"),
+    ("gpu_timeit", "-n 0 1", None, "-n needs a count >= 1"),
+    ("gpu_timeit", "-t 1", None, "unknown option -t"),
+    ("gpu_timeit", "--loops 3 1", None, "unknown option --loops"),
+    ("gpu_timeit", "-n", None, "option -n needs a value"),
     ("gpuprofile", "extra words", "1", "takes only --trace PATH"),
 ])
 def test_usage_errors(shell, magic, line, cell, match):
