@@ -3,7 +3,7 @@
 # tests/test_import.py checks that this file names exactly what the extension defines.
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, overload
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -27,8 +27,11 @@ class region:
     name: str
     stream: Any
     metrics: Any
-    def __init__(self, name: str, stream: Any = None, nvtx: bool = True, *, memory: bool = False,
-                 metrics: Any = None) -> None: ...
+    @overload
+    def __new__(cls, name: _F, /) -> _F: ...  # type: ignore[misc]  # bare @region: fn's __qualname__
+    @overload
+    def __new__(cls, name: str, stream: Any = None, nvtx: bool = True, *, memory: bool = False,
+                metrics: Any = None) -> region: ...
     def __enter__(self) -> region: ...
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> Literal[False]: ...

@@ -4,7 +4,7 @@ tool that attaches to NVTX. Without a tool attached every call costs a few nanos
     from gpuprofile import nvtx
     nvtx.push("load", color="green"); ...; nvtx.pop()
     with nvtx.range("step", color=0xFF00FF00, domain="trainer"): ...
-    @nvtx.range("forward")
+    @nvtx.range("forward")           # or bare @nvtx.range: the function's qualified name
     def forward(x): ...
 """
 
@@ -105,18 +105,37 @@ def end(range_id: int, domain=None) -> None:
     _C._nvtx_end(range_id, _domain(domain))
 
 
+def _qualname(fn) -> str:
+    """The name a decorator without a message gives fn's range (nvtx's @annotate() habit)."""
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if not isinstance(name, str):
+        raise TypeError(f"nvtx.range() needs a message: {type(fn).__name__} has no __qualname__ "
+                        "or __name__ to take one from")
+    return name
+
+
 class range:  # noqa: A001 - the NVTX name users know
-    """`with nvtx.range("x"):` or `@nvtx.range("x")`: push on entry, pop on exit."""
+    """`with nvtx.range("x"):` or `@nvtx.range("x")`: push on entry, pop on exit. As a decorator
+    the message may be left out, `@nvtx.range()` or bare `@nvtx.range`: the range takes the
+    function's qualified name."""
 
     __slots__ = ("message", "_color", "_domain", "category")
 
-    def __init__(self, message: str, color=None, domain=None, category: int = 0):
-        self.message = _message(message)
+    def __new__(cls, message=None, *args, **kwargs):
+        if callable(message) and not args and not kwargs:  # bare @range: decorate right away
+            return cls(_qualname(message))(message)
+        return super().__new__(cls)
+
+    def __init__(self, message: str | None = None, color=None, domain=None, category: int = 0):
+        self.message = None if message is None else _message(message)
         self._color = _color(color)
         self._domain = _domain(domain)
         self.category = category
 
     def __enter__(self):
+        if self.message is None:
+            raise TypeError("nvtx.range() without a message only decorates: use "
+                            "`with nvtx.range('name'):`")
         _C._nvtx_push(self.message, self._color, self._domain, self.category)
         return self
 
@@ -125,9 +144,17 @@ class range:  # noqa: A001 - the NVTX name users know
         return False
 
     def __call__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"nvtx.range(...) decorates a callable, got {type(fn).__name__}")
+        span = self
+        if self.message is None:
+            span = object.__new__(range)
+            span.message, span._color = _qualname(fn), self._color
+            span._domain, span.category = self._domain, self.category
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with self:
+            with span:
                 return fn(*args, **kwargs)
 
         return wrapper

@@ -56,6 +56,10 @@ static const char *const region_kwlist[] = {"name", "stream", "nvtx", "memory", 
 #define GP_REGION_CACHE_MAX 4096
 static PyObject *region_cache[2];
 
+static PyObject *region_bare_decorator(PyTypeObject *type, PyObject *fn);
+static PyObject *region_vectorcall(PyObject *type, PyObject *const *args, size_t nargsf,
+                                   PyObject *kwnames);
+
 static PyObject *
 region_make(PyTypeObject *type, PyObject *const *vals)
 {
@@ -65,6 +69,10 @@ region_make(PyTypeObject *type, PyObject *const *vals)
         return NULL;
     }
     if (!PyUnicode_Check(name)) {
+        /* `@region` without a call: nvtx's `@annotate()` habit, the function names the region. */
+        if (vals[1] == NULL && vals[2] == NULL && vals[3] == NULL && vals[4] == NULL &&
+            PyCallable_Check(name))
+            return region_bare_decorator(type, name);
         PyErr_Format(PyExc_TypeError, "region name must be a str, got %.100s",
                      Py_TYPE(name)->tp_name);
         return NULL;
@@ -254,16 +262,10 @@ static PyMethodDef regions_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+/* region(...)(fn): a RegionFunction, or the coroutine wrapper's function for `async def`. */
 static PyObject *
-region_call(PyObject *op, PyObject *args, PyObject *kwargs)
+region_decorate(PyObject *op, PyObject *fn)
 {
-    PyObject *fn;
-    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
-        PyErr_SetString(PyExc_TypeError, "region(...) as a decorator takes one function");
-        return NULL;
-    }
-    if (!PyArg_ParseTuple(args, "O:region decorator", &fn))
-        return NULL;
     if (!PyCallable_Check(fn)) {
         PyErr_Format(PyExc_TypeError, "region(...) decorates a callable, got %.100s",
                      Py_TYPE(fn)->tp_name);
@@ -289,6 +291,61 @@ region_call(PyObject *op, PyObject *args, PyObject *kwargs)
     }
     Py_DECREF(done);
     return (PyObject *)w;
+}
+
+static PyObject *
+region_call(PyObject *op, PyObject *args, PyObject *kwargs)
+{
+    PyObject *fn;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) > 0) {
+        PyErr_SetString(PyExc_TypeError, "region(...) as a decorator takes one function");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "O:region decorator", &fn))
+        return NULL;
+    return region_decorate(op, fn);
+}
+
+/* A name attribute of fn as a new reference: NULL without an exception when fn has none. */
+static PyObject *
+name_attribute(PyObject *fn, const char *attr)
+{
+    PyObject *name = PyObject_GetAttrString(fn, attr);
+    if (name == NULL && PyErr_ExceptionMatches(PyExc_AttributeError))
+        PyErr_Clear();
+    return name;
+}
+
+/* region(fn): fn decorated by a region named after its __qualname__ (else __name__). */
+static PyObject *
+region_bare_decorator(PyTypeObject *type, PyObject *fn)
+{
+    Py_INCREF(fn); /* the attribute lookups run Python code */
+    PyObject *name = name_attribute(fn, "__qualname__");
+    if (name == NULL && !PyErr_Occurred())
+        name = name_attribute(fn, "__name__");
+    PyObject *result = NULL;
+    if (name == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError,
+                         "region() needs a name: %.100s has no __qualname__ or __name__ to take "
+                         "one from; use @region(\"name\")",
+                         Py_TYPE(fn)->tp_name);
+    } else if (!PyUnicode_Check(name)) {
+        PyErr_Format(PyExc_TypeError,
+                     "region(): the function's __qualname__ is a %.100s, not a str",
+                     Py_TYPE(name)->tp_name);
+    } else {
+        /* through the constructor, so `f.region is region(f.__qualname__)` as with a name */
+        PyObject *region = region_vectorcall((PyObject *)type, &name, 1, NULL);
+        if (region != NULL) {
+            result = region_decorate(region, fn);
+            Py_DECREF(region);
+        }
+    }
+    Py_XDECREF(name);
+    Py_DECREF(fn);
+    return result;
 }
 
 static int

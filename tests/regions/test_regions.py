@@ -113,6 +113,38 @@ def test_decorator_on_method_and_exception():
     assert list(r["raised"]) == [False, True]
 
 
+def test_bare_decorator_takes_the_functions_qualified_name():
+    @gp.region
+    def step(x, y=1):
+        """One step."""
+        return x + y
+
+    class Model:
+        @gp.region
+        def forward(self, x):
+            return step(x, y=x)
+
+    assert step(1) == 2 and Model().forward(3) == 6
+    assert step.__name__ == "step" and step.__doc__ == "One step."
+    assert step.region is gp.region(step.__qualname__)
+    assert Model.forward.region.name.endswith("<locals>.Model.forward")
+    recs = gp.records()
+    names = list(recs["name"])
+    assert names[0].endswith("<locals>.step") and names[1] == Model.forward.region.name
+    assert names[2] == names[0] and recs["parent"][2] == 1
+
+
+def test_bare_decorator_needs_a_name_it_can_take():
+    import functools
+
+    with pytest.raises(TypeError, match=r"functools.partial has no __qualname__ or __name__"):
+        gp.region(functools.partial(print, 1))
+    with pytest.raises(TypeError, match="region name must be a str, got int"):
+        gp.region(5)
+    with pytest.raises(TypeError, match="region name must be a str, got function"):
+        gp.region(lambda: 0, None)  # with a stream it is not the bare form
+
+
 def test_region_object_is_reusable_and_reentrant():
     reg = gp.region("same")
     with reg:

@@ -363,3 +363,18 @@ def test_tracing_keeps_no_closed_region_pushed_after_out_of_order_exits():
     spins = p.kernels[p.kernels["name"] == "gp_spin_kernel(unsigned long)"]
     assert len(spins) == 1 and spins["region"][0] not in ("first", "second")
     _assert_all_closed()
+
+
+def test_bare_decorator_on_async_def_times_the_awaited_call():
+    import inspect
+
+    @gp.region
+    async def nap():
+        await asyncio.sleep(0.02)
+        return 7
+
+    assert inspect.iscoroutinefunction(nap) and nap.region is gp.region(nap.__qualname__)
+    assert asyncio.run(nap()) == 7
+    recs = gp.records()
+    assert list(recs["name"]) == [nap.__qualname__] and recs["host_ms"][0] >= 20
+
