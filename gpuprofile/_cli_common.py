@@ -1,4 +1,4 @@
-"""What the subcommands' mains share: an error line with an exit status, and --json output."""
+"""What the subcommands' mains share: an error line with an exit status, --json and --csv output."""
 
 from __future__ import annotations
 
@@ -20,4 +20,30 @@ def write_json(prog: str, path: str, data) -> int:
         write(path, data)
     except OSError as e:
         return error(prog, f"cannot write {path}: {e}", 1)
+    return 0
+
+
+def unwritable(prog: str, *paths) -> int:
+    """0 when a file can be written at each given path (None: not asked for), else 2 after an
+    error line: checked before a long measurement, not after."""
+    from ._files import check_writable
+
+    for path in paths:
+        if path is None:
+            continue
+        try:
+            check_writable(path)
+        except OSError as e:
+            return error(prog, f"cannot write {path}: {e.strerror}", 2)
+    return 0
+
+
+def write_csv(prog: str, path: str, result) -> int:
+    """Writes a table-like result (gpuprofile._tables.Tabular) as CSV to `path`, atomically: 0
+    after a note on stderr, or 1 after an error line when it cannot be written."""
+    try:
+        result.to_csv(path)
+    except OSError as e:
+        return error(prog, f"cannot write {path}: {e}", 1)
+    print(f"{prog}: table written to {path}", file=sys.stderr)
     return 0

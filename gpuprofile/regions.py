@@ -10,6 +10,7 @@ import numpy as np
 from . import _C
 from ._format import html_table, text_table
 from ._stats import summary
+from ._tables import Tabular
 from .distributed import rank_fields
 
 # The packed records of _C._records(): the layout comes from the C struct (gp_record_out).
@@ -62,7 +63,7 @@ def records() -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class RegionStats:
+class RegionStats(Tabular):
     """Statistics of one region name. Times in ms; `clock` says which clock measured `samples_ms`
     ('gpu': CUDA events on the region's stream; 'host': the host clock, used without a device)."""
 
@@ -86,6 +87,10 @@ class RegionStats:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "samples_ms"}
         d["samples_ms"] = self.samples_ms.tolist()
         return d
+
+    def table_rows(self) -> list:
+        """One row: every statistic, without the samples."""
+        return [{k: getattr(self, k) for k in self.__dataclass_fields__ if k != "samples_ms"}]
 
     def _row(self):
         return [self.name, self.count, self.clock, self.total_ms, self.mean_ms, self.median_ms,
@@ -132,7 +137,7 @@ def stats(name: str) -> RegionStats:
 
 
 @dataclass(frozen=True)
-class Report:
+class Report(Tabular):
     """Per-name statistics of all regions, largest total first. print() it, or show it in a
     notebook; `rows` holds RegionStats objects."""
 
@@ -141,6 +146,10 @@ class Report:
 
     def to_dict(self) -> dict:
         return {**self.rank, "regions": [r.to_dict() for r in self.rows]}
+
+    def table_rows(self) -> list:
+        """One row per region name (RegionStats.table_rows), with rank fields in a multi-rank job."""
+        return [{**self.rank, **r.table_rows()[0]} for r in self.rows]
 
     def _title(self) -> str:
         where = f" (rank {self.rank['rank']} of {self.rank['world_size']})" if self.rank else ""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import traceback
 
-from .._cli_common import error, write_json
+from .._cli_common import error, unwritable, write_csv, write_json
 
 BENCH_EXAMPLE = """\
 examples:
@@ -65,6 +65,8 @@ def add_parsers(sub, formatter) -> None:
                         "rounds' medians (the spread between runs: use 5 for a CI gate)")
     p.add_argument("--name", default=None, help="the result's name (default: STMT's first line)")
     p.add_argument("--json", default=None, metavar="PATH", help="save the result (samples included)")
+    p.add_argument("--csv", default=None, metavar="PATH",
+                   help="write the result as a one-row CSV table (no samples)")
     p.set_defaults(func=bench_main)
 
     p = sub.add_parser("compare", help="compare saved benchmark results (exit 1 on a regression)",
@@ -78,23 +80,21 @@ def add_parsers(sub, formatter) -> None:
                    help="exit 1 only for results slower by more than PCT %% (default 0: any "
                         "significant slow-down)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the comparison as JSON")
+    p.add_argument("--csv", default=None, metavar="PATH",
+                   help="write the comparison as CSV, one row per result")
     p.set_defaults(func=compare_main)
 
 
 def bench_main(args) -> int:
     from .. import _C
-    from .._files import check_writable
     from ..device import device_count
     from .benchmark import benchmark
     from .stmt import BadStatement, compile_stmt
 
     stmt = "\n".join(args.stmt)
     namespace: dict = {}
-    if args.json:
-        try:  # before a long measurement, not after
-            check_writable(args.json)
-        except OSError as e:
-            return error("gpuprofile bench", f"cannot write {args.json}: {e.strerror}", 2)
+    if unwritable("gpuprofile bench", args.json, args.csv):
+        return 2
     if args.mode == "graph":
         if device_count() == 0:
             return error("gpuprofile bench", "--mode graph needs a CUDA device "
@@ -133,6 +133,8 @@ def bench_main(args) -> int:
         except OSError as e:
             return error("gpuprofile bench", f"cannot write {args.json}: {e}", 1)
         print(f"gpuprofile bench: result saved to {args.json}", file=sys.stderr)
+    if args.csv and write_csv("gpuprofile bench", args.csv, result):
+        return 1
     return 0
 
 
@@ -160,6 +162,8 @@ def compare_main(args) -> int:
     print(comparison)
     print(comparison.scope_note())
     if args.json and write_json("gpuprofile compare", args.json, comparison.to_dict()):
+        return 1
+    if args.csv and write_csv("gpuprofile compare", args.csv, comparison):
         return 1
     slower = comparison.regressions(args.fail_slower)
     if slower:

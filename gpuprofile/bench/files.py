@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from .._files import read_json
 from .._format import fmt, html_table, text_table
+from .._tables import Tabular
 from .result import BenchmarkResult, compare, fmt_time
 
 
@@ -72,7 +73,7 @@ class FileRow:
 
 
 @dataclass
-class FileComparison:
+class FileComparison(Tabular):
     """Every result against the baseline file's result of the same name (see compare())."""
 
     baseline: str
@@ -84,6 +85,10 @@ class FileComparison:
         return {"baseline": self.baseline, "files": list(self.files),
                 "rows": [r.to_dict() for r in self.rows],
                 "missing": [{"name": n, "file": f} for n, f in self.missing]}
+
+    def table_rows(self) -> list:
+        """One row per result of every file (FileRow's fields); the missing ones are not rows."""
+        return [r.to_dict() for r in self.rows]
 
     def regressions(self, threshold_pct: float = 0.0) -> list:
         """Rows slower than the baseline by more than threshold_pct with 95 % confidence: the

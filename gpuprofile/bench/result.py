@@ -8,6 +8,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from .._format import fmt, html_table, text_table
+from .._tables import Tabular
 
 # Bits of NVML's clocks-event (throttle) reason mask, as nvml.h defines them.
 _THROTTLE_REASONS = {
@@ -74,7 +75,7 @@ def fmt_time(ms: float | None) -> str:
 
 
 @dataclass
-class BenchmarkResult:
+class BenchmarkResult(Tabular):
     """One benchmark: the samples and everything needed to judge them.
 
     Times are in milliseconds. `samples` holds one value per timed iteration (host clock: per
@@ -159,6 +160,10 @@ class BenchmarkResult:
         if samples:
             d["samples"] = [float(x) for x in self.samples]
         return d
+
+    def table_rows(self) -> list:
+        """One row: to_dict() without the samples (lists such as round_medians_ms stay lists)."""
+        return [self.to_dict(samples=False)]
 
     @classmethod
     def from_dict(cls, d: dict) -> BenchmarkResult:
@@ -347,7 +352,7 @@ class ComparisonRow:
 
 
 @dataclass
-class Comparison:
+class Comparison(Tabular):
     """compare()'s table: each result's median against the baseline's, with the ratio's interval.
 
     ratio = median / baseline median. The interval [ratio_low, ratio_high] comes from the two
@@ -361,6 +366,10 @@ class Comparison:
 
     def to_dict(self) -> dict:
         return {"baseline": self.baseline, "rows": [r.to_dict() for r in self.rows]}
+
+    def table_rows(self) -> list:
+        """One row per result: name, median_ms, rel_noise, ratio and its bounds, verdict."""
+        return [r.to_dict() for r in self.rows]
 
     def _table(self):
         headers = ["name", "median", "noise", "ratio", "ratio 95% bounds", "verdict"]

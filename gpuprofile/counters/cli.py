@@ -11,7 +11,7 @@ import os
 import re
 import sys
 
-from .._cli_common import error, write_json
+from .._cli_common import error, unwritable, write_csv, write_json
 
 METRICS_EXAMPLE = """\
 examples:
@@ -76,6 +76,8 @@ def _common(p) -> None:
     p.add_argument("--kernel", default=None, metavar="REGEX",
                    help="show only kernels whose name matches REGEX (re.search)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the result's to_dict() as JSON")
+    p.add_argument("--csv", default=None, metavar="PATH",
+                   help="write the printed table as CSV (the result's to_csv())")
     p.add_argument("script", metavar="script.py")
     p.add_argument("args", nargs=argparse.REMAINDER, metavar="...", help="the script's arguments")
 
@@ -139,6 +141,8 @@ def metrics_main(args) -> int:
         problem = str(e)
     if problem is not None:
         return error(prog, problem, 2)
+    if unwritable(prog, args.json, args.csv):
+        return 2
     from .metrics import metrics
 
     def collect():
@@ -155,6 +159,8 @@ def stalls_main(args) -> int:
         problem = f"--period must be within 5..31, got {args.period}"
     if problem is not None:
         return error(prog, problem, 2)
+    if unwritable(prog, args.json, args.csv):
+        return 2
     from .stalls import stalls
 
     return _report(prog, lambda: stalls(script_callable(args.script, args.args, prog),
@@ -185,4 +191,6 @@ def _report(prog: str, collect, args) -> int:
         if write_json(prog, args.json, result.to_dict()):
             return 1
         print(f"{prog}: written to {args.json}", file=sys.stderr)
+    if args.csv and write_csv(prog, args.csv, result):
+        return 1
     return 0

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field
 
 from .._format import fmt, html_table, short_name, text_table
+from .._tables import Tabular
 from .metric_sets import (
     DRAM_READ,
     DRAM_WRITE,
@@ -46,7 +47,7 @@ class KernelMetrics:
 
 
 @dataclass
-class MetricsResult:
+class MetricsResult(Tabular):
     """Hardware counters of one collection.
 
     total[metric] combines the kernels as aggregation[metric] says: "exact" (one range covered
@@ -172,6 +173,15 @@ class MetricsResult:
             "counter_data_bytes": self.counter_data_bytes,
             "bound": self.bound().to_dict() if SM_SOL in self.total else None,
         }
+
+    def table_rows(self) -> list:
+        """One row per metric, as the printed table: metric, unit, aggregation, total, then one
+        column per kernel range, named "INDEX: NAME" (absent with one range for the call)."""
+        shown = self.kernels if self.ranges == "auto" else []
+        return [{"metric": m, "unit": self.unit(m), "aggregation": self.aggregation.get(m),
+                 "total": self.total.get(m, float("nan")),
+                 **{f"{k.index}: {k.name}": k.values.get(m, float("nan")) for k in shown}}
+                for m in self.metrics]
 
     def _header(self) -> list:
         n = len(self.kernels)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from .. import _C
 from .._format import Label, html_table, text_table
+from .._tables import Tabular
 from . import catalog as _catalog
 
 _REASON = re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+?)(_not_issued)?$")
@@ -64,7 +65,7 @@ class KernelStalls:
 
 
 @dataclass
-class StallReport:
+class StallReport(Tabular):
     """Result of gpuprofile.stalls(): kernels by samples, CUPTI's totals, and notes."""
 
     kernels: list
@@ -90,6 +91,11 @@ class StallReport:
     def to_dict(self) -> dict:
         return {"kernels": [k.to_dict() for k in self.kernels], "totals": dict(self.totals),
                 "period": self.period, "notes": list(self.notes)}
+
+    def table_rows(self) -> list:
+        """One row per kernel: name, samples, then the samples of each stall reason (a reason a
+        kernel never stalled on is missing from its row: NaN in pandas, empty in CSV)."""
+        return [{"kernel": k.name, "samples": k.samples, **k.counts} for k in self.kernels]
 
     def _rows(self):
         rows = []

@@ -17,6 +17,7 @@ import numpy as np
 
 from .._files import atomic_write
 from .._format import html_table, text_table
+from .._tables import Tabular
 from . import nccl
 from .align import collective_corrections, wall_shifts
 from .chrome_trace import GPU_PID_BASE
@@ -251,7 +252,7 @@ def _write(path: str, events) -> None:
 
 
 @dataclass
-class MergeResult:
+class MergeResult(Tabular):
     """What merge_traces() did: the output path, each rank's file and clock shift, how the
     clocks were aligned and how well, every matched collective, and the straggler table."""
 
@@ -264,6 +265,10 @@ class MergeResult:
     def to_dict(self) -> dict:
         return {"path": self.path, "ranks": self.ranks, "alignment": self.alignment,
                 "collectives": self.collectives, "straggler": self.straggler.to_dict()}
+
+    def table_rows(self) -> list:
+        """One row per matched collective (the straggler table is self.straggler.to_pandas())."""
+        return [dict(c) for c in self.collectives]
 
     def _by_op(self) -> list:
         out = []

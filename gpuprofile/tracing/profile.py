@@ -556,6 +556,17 @@ class Profile:
         lines, site, _, _, duration, kernel = self._python_rows()
         return pylines.by_line(lines, site, duration, kernel, per)
 
+    def to_pandas(self, table: str = "kernels"):
+        """One record table as a pandas DataFrame (needs pandas): 'kernels' (default), 'memcpy',
+        'memset' or 'memory', the columns of the NumPy array of that name. The grouped tables:
+        p.summary().to_pandas(by="kernel" | "region" | "memory"), p.by_line().to_pandas()."""
+        from .._tables import array_frame
+
+        tables = ("kernels", "memcpy", "memset", "memory")
+        if table not in tables:
+            raise ValueError(f"table must be one of {tables}, got {table!r}")
+        return array_frame(getattr(self, table))
+
     def export_collapsed_stacks(self, path, collapse_libraries: bool = False) -> str:
         """Write GPU time by Python stack as collapsed stacks ('frame;...;kernel ns' lines) for
         speedscope or flamegraph.pl; full stacks with python_stacks='stack', the launching line

@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import _C
 from .._format import html_table, text_table
+from .._tables import Tabular
 
 NO_FRAME = "<no Python frame>"
 NOTE_RAW = np.dtype(_C._pylines_layout())
@@ -165,7 +166,7 @@ def columns(lines: PyLines | None, *correlation_ids) -> tuple[np.ndarray, np.nda
 
 
 @dataclass
-class LineTable:
+class LineTable(Tabular):
     """GPU time per Python source line (or function) of a profile: print() it, or show it in a
     notebook. rows: dicts with line/function, source, rows (kernels, copies and sets), kernels,
     gpu_ms, share (of the GPU time of every row), mean_us."""
@@ -176,6 +177,10 @@ class LineTable:
 
     def to_dict(self) -> dict:
         return {"per": self.per, "total_ms": self.total_ms, "rows": list(self.rows)}
+
+    def table_rows(self) -> list:
+        """One row per line (or function), largest GPU time first."""
+        return [dict(r) for r in self.rows]
 
     def _table(self):
         key = "line" if self.per == "line" else "function"

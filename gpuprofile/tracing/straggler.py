@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._format import html_table, text_table
+from .._tables import Tabular
 from .align import union_ns
 
 
@@ -81,7 +82,7 @@ def _sorted(t: RankTimes) -> tuple:
 
 
 @dataclass
-class StragglerTable:
+class StragglerTable(Tabular):
     """Per step and rank: compute, collective and wait time (ms) and who arrived last; totals
     per rank. print() it, show it in a notebook, or to_dict() it."""
 
@@ -103,6 +104,10 @@ class StragglerTable:
     def to_dict(self) -> dict:
         return {"step": self.step, "world_size": self.world_size, "rows": list(self.rows),
                 "last_rank": list(self.last), "totals": self.totals()}
+
+    def table_rows(self) -> list:
+        """One row per step and rank (times in ns), with whether that rank arrived last."""
+        return [{**row, "arrived_last": self.last[row["step"]] == row["rank"]} for row in self.rows]
 
     _HEADERS = ["step", "rank", "compute ms", "collective ms", "wait ms", "arrived last"]
 

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .._format import Label, html_table, text_table
+from .._tables import frame
 
 
 def merged_intervals(starts, ends):
@@ -205,6 +206,21 @@ class Summary:
             "span_ms": self.span_ms, "dropped": self.dropped, "partial": self.partial,
             "notes": list(self.notes),
         }
+
+    _TABLES = ("kernel", "region", "memory")
+
+    def table_rows(self, by: str = "kernel") -> list:
+        """The rows of one table: by='kernel' (by_kernel), 'region' (by_region) or 'memory'
+        (memory_by_region)."""
+        if by not in self._TABLES:
+            raise ValueError(f"by must be one of {self._TABLES}, got {by!r}")
+        if by == "memory":
+            return [dict(r) for r in self.memory_by_region]
+        return [r.to_dict() for r in (self.by_kernel if by == "kernel" else self.by_region)]
+
+    def to_pandas(self, by: str = "kernel"):
+        """One table as a pandas DataFrame (needs pandas): by='kernel', 'region' or 'memory'."""
+        return frame(self.table_rows(by))
 
     def _title(self) -> str:
         notes = []

@@ -1,0 +1,94 @@
+"""Tables out of results: the one way every table-like result becomes a pandas DataFrame
+(`to_pandas()`) or a CSV file (`to_csv(path)`, the CLI's `--csv`).
+
+A result lists its rows as dicts (`table_rows()`); columns are the keys in the order first seen.
+pandas is optional: only to_pandas() imports it, and says how to get it when it is missing. CSV
+needs nothing beyond the standard library, and is written atomically (gpuprofile._files): a list
+or dict in a cell is written as JSON, None and NaN as an empty cell.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+from ._files import atomic_write, finite_or_none
+
+
+def require_pandas():
+    """The pandas module, or ImportError saying that to_pandas() needs it."""
+    try:
+        import pandas
+    except ImportError:
+        raise ImportError("to_pandas() needs pandas, which is not installed: pip install pandas "
+                          "(or use to_dict() / to_csv(), which need nothing more)") from None
+    return pandas
+
+
+def columns(rows) -> list:
+    """Every key of the rows, in the order first seen."""
+    seen: dict = {}
+    for row in rows:
+        for key in row:
+            seen.setdefault(key, None)
+    return list(seen)
+
+
+def frame(rows, index: str | None = None):
+    """A DataFrame of `rows` (dicts; keys missing from a row are NaN there), indexed by the
+    column `index` when given."""
+    pd = require_pandas()
+    rows = list(rows)
+    df = pd.DataFrame.from_records(rows, columns=columns(rows))
+    return df.set_index(index) if index is not None else df
+
+
+def array_frame(array):
+    """A DataFrame of a NumPy structured array (a profile's kernels, memcpy, memset, memory):
+    one column per field; a field holding an array per row becomes a column of lists."""
+    pd = require_pandas()
+    data = {}
+    for name in array.dtype.names or ():
+        col = array[name]
+        data[name] = list(col) if col.ndim > 1 else col
+    return pd.DataFrame(data, columns=list(array.dtype.names or ()))
+
+
+def _cell(value):
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    if isinstance(value, (list, tuple, dict)):
+        return json.dumps(finite_or_none(value), allow_nan=False)
+    return value
+
+
+def write_csv(path, rows) -> str:
+    """Write `rows` (dicts) as CSV with a header line to `path`, atomically. Returns the path."""
+    rows = list(rows)
+    names = columns(rows)
+    with atomic_write(path, "w") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(names)
+        for row in rows:
+            writer.writerow([_cell(row.get(name)) for name in names])
+    return str(path)
+
+
+class Tabular:
+    """Mixin of table-like results: to_pandas() and to_csv(path) from the class's table_rows();
+    `_frame_index` names the column a DataFrame is indexed by (None: a plain range index)."""
+
+    _frame_index: str | None = None
+
+    def table_rows(self) -> list:
+        """The result as rows (dicts), the rows of to_pandas() and to_csv()."""
+        raise NotImplementedError
+
+    def to_pandas(self):
+        """The result as a pandas DataFrame (needs pandas)."""
+        return frame(self.table_rows(), self._frame_index)
+
+    def to_csv(self, path) -> str:
+        """Write the result as CSV to `path` (atomically); returns the path."""
+        return write_csv(path, self.table_rows())
