@@ -134,7 +134,7 @@ _LAZY = {
     "stalls": "counters.stalls", "capture_cubins": "counters.stalls",
     "release_cubins": "counters.stalls", "sample": "counters.sample",
     "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
-    "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result",
+    "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result", "do_bench": "bench.do_bench",
     "Comparison": "bench.result", "compare": "bench.result", "Stream": "bench.streams",
     "merge_traces": "tracing.merge", "TraceFileError": "tracing.merge", "rank_info": "distributed",
 }
