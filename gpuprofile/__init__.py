@@ -10,6 +10,8 @@ Importing never touches the GPU, the driver or CUPTI; NumPy is imported on first
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 try:
     from . import _C  # noqa: F401  (fail early with a useful message)
 except ImportError as exc:  # pragma: no cover - depends on how the package was installed
@@ -85,14 +87,14 @@ def reset() -> None:
     compact_region_log()
 
 
-def records():
+def records() -> numpy.ndarray:
     """Every region instance since reset() as a NumPy structured array (see _records.records)."""
     from .regions import records as _records
 
     return _records()
 
 
-def stats(name: str):
+def stats(name: str) -> RegionStats:
     """RegionStats of region `name`: count, total/mean/median/min/max/p90 ms, host time."""
     from .regions import stats as _stats
 
@@ -100,7 +102,7 @@ def stats(name: str):
 
 
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True, python_stacks=False):
+            regions: bool = True, stream_attribution: bool = True, python_stacks=False) -> Profile:
     """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
     (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
     gpuprofile.tracing.profile.profile."""
@@ -110,7 +112,7 @@ def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memo
                     stream_attribution=stream_attribution, python_stacks=python_stacks)
 
 
-def report():
+def report() -> Report:
     """A Report table of every region name; print() it or show it in a notebook."""
     from .regions import report as _report
 
@@ -139,6 +141,35 @@ _LAZY = {
     "merge_traces": "tracing.merge", "TraceFileError": "tracing.merge", "rank_info": "distributed",
 }
 _LAZY_MODULES = ("distributed",)  # gp.distributed: rank awareness (docs/distributed.md)
+
+
+if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step with _LAZY)
+    import numpy
+
+    from . import distributed as distributed
+    from .bench.benchmark import benchmark as benchmark
+    from .bench.do_bench import do_bench as do_bench
+    from .bench.result import BenchmarkResult as BenchmarkResult
+    from .bench.result import Comparison as Comparison
+    from .bench.result import compare as compare
+    from .bench.streams import Stream as Stream
+    from .counters.catalog import list_chips as list_chips
+    from .counters.catalog import list_metrics as list_metrics
+    from .counters.metrics import metric_passes as metric_passes
+    from .counters.metrics import metrics as metrics
+    from .counters.metrics import region_metrics as region_metrics
+    from .counters.result import MetricsResult as MetricsResult
+    from .counters.roofline import ceilings as ceilings
+    from .counters.roofline import plot_roofline as plot_roofline
+    from .counters.sample import sample as sample
+    from .counters.stalls import capture_cubins as capture_cubins
+    from .counters.stalls import release_cubins as release_cubins
+    from .counters.stalls import stalls as stalls
+    from .distributed import rank_info as rank_info
+    from .regions import RegionStats, Report
+    from .tracing.merge import TraceFileError as TraceFileError
+    from .tracing.merge import merge_traces as merge_traces
+    from .tracing.profile import Profile
 
 
 def __getattr__(name: str):

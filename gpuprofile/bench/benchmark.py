@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..distributed import rank_fields
-from .result import Batch, throughput
+from .result import Batch, BenchmarkResult, throughput
 from .rounds import merge_rounds
 
 _MODES = ("cold", "hot", "graph")
@@ -557,7 +557,7 @@ def _run_gpu(fn, args, kwargs, opts, setup, name):
 
 def benchmark(fn, *args, warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005, min_iters=10,
               max_iters=1_000_000, flush_l2=None, mode="cold", stream=None, flops=None, bytes=None,
-              name=None, clock="auto", peak=None, rounds=1, **kwargs):
+              name=None, clock="auto", peak=None, rounds=1, **kwargs) -> BenchmarkResult:
     """Time `fn(*args, **kwargs)` on the GPU and return a BenchmarkResult with its uncertainty.
 
     The first call runs on its own (JIT, lazy loading, allocator growth), then calls are repeated

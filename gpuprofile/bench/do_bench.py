@@ -60,7 +60,8 @@ def _grad_reset(grad_to_none):
     return reset
 
 
-def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
+def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None,
+             return_mode="mean") -> float | list:
     """Time fn() as triton.testing.do_bench does, in milliseconds.
 
     warmup, rep: budgets in ms for the warm-up calls and the timed calls. grad_to_none: tensors
