@@ -146,3 +146,38 @@ def test_readme_links_work_on_an_index_page():
         if anchor:
             headings = re.findall(r"^#+ (.+)$", (ROOT / path).read_text(), re.M)
             assert anchor in {_slug(h) for h in headings}, url
+
+
+def _import_copy(tmp_path, extension):
+    """`import gpuprofile` of a copy of the package whose extension is `extension` (bytes, or
+    None for none): the ImportError's message."""
+    import importlib.machinery
+    import sys
+
+    copy = tmp_path / "site" / "gpuprofile"
+    shutil.copytree(pathlib.Path(gp.__file__).parent, copy,
+                    ignore=shutil.ignore_patterns("_C.*.so", "__pycache__"))
+    if extension is not None:
+        (copy / f"_C{importlib.machinery.EXTENSION_SUFFIXES[0]}").write_bytes(extension)
+    # -S: no site-packages, where an editable install's finder would find the real package first
+    out = subprocess.run([sys.executable, "-S", "-c", "import gpuprofile"], capture_output=True, text=True,
+                         cwd=tmp_path, env={"PYTHONPATH": str(copy.parent), "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 1
+    return out.stderr.strip().splitlines()[-1]
+
+
+def test_import_error_tells_not_built_from_not_loadable(tmp_path):
+    """A module that is there but fails to load (an sdist that built without kernels failed with
+    `undefined symbol: gp_launch_probe`) is not advised to be built in place."""
+    where = tmp_path / "site" / "gpuprofile"
+    assert _import_copy(tmp_path, None) == (
+        f"ImportError: gpuprofile's C extension (gpuprofile._C) is not built in {where}. If that is a "
+        "source checkout, install it in place with `pip install -e .` (or run Python from another "
+        "directory so the installed package is imported).")
+    line = _import_copy(tmp_path / "b", b"not an ELF file " * 256)
+    where = tmp_path / "b" / "site" / "gpuprofile"
+    assert line.startswith(f"ImportError: gpuprofile's C extension in {where} is there but cannot be "
+                           "loaded: ")
+    assert "invalid ELF header" in line and line.endswith(
+        "Reinstall gpuprofile from a complete source tree (docs/install.md); please report it if it "
+        "persists.")
