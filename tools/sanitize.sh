@@ -49,7 +49,7 @@ build() {  # build <variant> <sanitizer flags>
     ln -sfn "$OUT/kernels" "$OUT/$1-temp/kernels"
     rm -rf "${src:?}"/{.ci,csrc,kernels,gpuprofile,tests,benchmarks,docs,tools}
     # -p keeps modification times, so unchanged kernel objects are reused
-    cp -rp setup.py pyproject.toml README.md LICENSE Makefile .ci csrc kernels gpuprofile tests benchmarks docs tools "$src/"
+    cp -rp setup.py pyproject.toml README.md LICENSE CHANGELOG.md MANIFEST.in Makefile .ci csrc kernels gpuprofile tests benchmarks docs tools "$src/"
     find "$src" \( -name '__pycache__' -o -name '_C*.so' \) -prune -exec rm -rf {} +
     (cd "$src" && CFLAGS="$2 -fno-omit-frame-pointer -g" LDFLAGS="$2" GPUPROFILE_CUDA_ARCHS=80 \
         "$PYTHON" setup.py -q build_ext --inplace --build-temp "$OUT/$1-temp" 2>&1 |
