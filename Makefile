@@ -3,7 +3,7 @@ PYTHON ?= python3
 ARCHS ?= 80;90
 
 .PHONY: help build test test-gpu bench format lint clean sanitize fuzz leaks reliability-gpu \
-        compute-sanitizer test-pythons
+        compute-sanitizer test-pythons test-sdist
 
 C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h)
 C_FORMATTED = $(C_SOURCES)
@@ -17,6 +17,7 @@ help:
 	@echo "lint      ruff check and clang-format --dry-run"
 	@echo "sanitize  the CPU suite against an ASan + UBSan build (tools/sanitize.sh; CI runs it)"
 	@echo "test-pythons  the CPU suite on Python 3.10-3.13, -Werror builds (tools/test_pythons.sh; CI runs it)"
+	@echo "test-sdist  the sdist built, installed in a fresh venv, its tests run there (tools/test_sdist.sh; CI)"
 	@echo "fuzz      the fuzz tests (marker fuzz) with a long budget: FUZZ_PROFILE=long"
 	@echo "leaks     the leak tests (marker leak; with a device, the GPU ones too)"
 	@echo "reliability-gpu  on a GPU machine: leaks, fuzz, threads, Ctrl-C, then compute-sanitizer"
@@ -60,6 +61,9 @@ sanitize:
 
 test-pythons:
 	tools/test_pythons.sh
+
+test-sdist:
+	PYTHON=$(PYTHON) tools/test_sdist.sh
 
 fuzz:
 	GPUPROFILE_FUZZ=$(FUZZ_PROFILE) $(PYTHON) -m pytest -q -p no:cacheprovider -m fuzz \

@@ -1,9 +1,12 @@
+# SPDX-License-Identifier: Apache-2.0
 """Build gpuprofile._C: the C sources under csrc/ and the CUDA kernels under kernels/, one extension.
 
-CUDA is found from CUDA_HOME (or CUDA_PATH), else /usr/local/cuda. The GPU architectures come from
-GPUPROFILE_CUDA_ARCHS ("80;90" by default: sm_80 and sm_90 machine code plus compute_90 PTX). No GPU
-is needed to build. The CUDA runtime is linked statically; CUPTI is loaded at run time (dlopen).
-Kernels that use architecture-specific instructions (ARCH_SPECIFIC: wgmma, TMA and setmaxnreg exist
+CUDA is found from CUDA_HOME (or CUDA_PATH), else /usr/local/cuda, and must be 13.0 or newer (its
+cuda_runtime_api.h says which): the extension calls CUDA 13's CUPTI (cuptiSubscribe_v2, and it
+loads libcupti.so.13), which CUDA 12.8's headers and library do not have. The GPU architectures
+come from GPUPROFILE_CUDA_ARCHS ("80;90" by default: sm_80 and sm_90 machine code plus compute_90
+PTX). No GPU is needed to build. The CUDA runtime is linked statically; CUPTI is loaded at run
+time (dlopen). Kernels that use architecture-specific instructions (ARCH_SPECIFIC: wgmma, TMA and setmaxnreg exist
 only on sm_90a) are compiled for that "a" target where its architecture is listed, without PTX, and
 for the other listed ones as they are (their code there is a stub the launcher never reaches).
 
@@ -12,10 +15,16 @@ that an undeclared function or a bad conversion never reaches a user); nvcc's ke
 affected. GPUPROFILE_KERNEL_CACHE=DIR keeps the compiled kernels in DIR (in a folder per set of
 nvcc flags) instead of the build's temporary folder, so builds for several Pythons compile them
 once (tools/test_pythons.sh); an object is reused while it is newer than its sources.
+
+A source tree without its kernels or the C++ shim (an sdist built without MANIFEST.in was one)
+fails here with the missing paths, and a built module that leaves one of our symbols (gp_*,
+cuda*) undefined fails the build: the linker of a shared object allows undefined symbols, so
+without this check the module would build and fail only at import. docs/install.md has the rest.
 """
 
 import hashlib
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -26,6 +35,14 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
+CUDA_MIN = (13, 0)
+# Paths a build cannot go without; a glob that finds nothing would otherwise build a module
+# with no kernels in it.
+REQUIRED = [os.path.join("csrc", "core", "cxx_shim", "string"), os.path.join("csrc", "module.c"),
+            os.path.join("kernels", "attention", "attention.h")]
+# Undefined symbols of these prefixes are ours (our C, our kernels, the static CUDA runtime):
+# nothing at run time provides them.
+OWN_PREFIXES = ("gp_", "cuda", "__cuda")
 
 
 def find_cuda():
@@ -38,8 +55,47 @@ def find_cuda():
     looked = ", ".join(c for c in candidates if c)
     sys.exit(
         "gpuprofile: cannot build without the CUDA toolkit (nvcc and headers). "
-        f"Looked in: {looked}. Install the CUDA toolkit (12.8 or newer) or set CUDA_HOME."
+        f"Looked in: {looked}. Install the CUDA toolkit (13.0 or newer) or set CUDA_HOME."
     )
+
+
+def cuda_version(home):
+    """(major, minor) of the toolkit at `home`, from CUDART_VERSION in cuda_runtime_api.h."""
+    with open(os.path.join(home, "include", "cuda_runtime_api.h"), encoding="utf-8", errors="replace") as f:
+        found = re.search(r"^#define\s+CUDART_VERSION\s+(\d+)", f.read(), re.M)
+    if found is None:
+        sys.exit(f"gpuprofile: no CUDART_VERSION in {home}/include/cuda_runtime_api.h")
+    number = int(found.group(1))
+    return number // 1000, number % 1000 // 10
+
+
+def check_cuda_version(home):
+    version = cuda_version(home)
+    if version < CUDA_MIN:
+        sys.exit(f"gpuprofile: the CUDA toolkit at {home} is {version[0]}.{version[1]}; gpuprofile "
+                 f"needs {CUDA_MIN[0]}.{CUDA_MIN[1]} or newer (set CUDA_HOME to a newer one)")
+
+
+def check_sources(root=ROOT):
+    """Exit naming what is missing when the source tree lacks the kernels or another required file."""
+    missing = [p for p in REQUIRED if not os.path.isfile(os.path.join(root, p))]
+    if not glob(os.path.join(root, "kernels", "**", "*.cu"), recursive=True):
+        missing.append(os.path.join("kernels", "**", "*.cu"))
+    if missing:
+        sys.exit(f"gpuprofile: incomplete source tree at {root}: missing {', '.join(missing)}. "
+                 "An sdist must be built from a checkout with MANIFEST.in (python -m build --sdist).")
+
+
+def undefined_own_symbols(library):
+    """Our symbols (OWN_PREFIXES) that `library` leaves undefined, by `nm -D --undefined-only`;
+    None when nm cannot be run."""
+    try:
+        out = subprocess.run(["nm", "-D", "--undefined-only", library], capture_output=True,
+                             text=True, check=True).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    names = (line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip())
+    return sorted({n for n in names if n.startswith(OWN_PREFIXES)})
 
 
 def cuda_lib_dir(home):
@@ -74,7 +130,9 @@ class BuildExt(build_ext):
     """Compile kernels/**/*.cu with nvcc (in parallel), then link them into the C extension."""
 
     def build_extensions(self):
+        check_sources()
         home = find_cuda()
+        check_cuda_version(home)
         libdir = cuda_lib_dir(home)
         ext = self.extensions[0]
         ext.include_dirs.append(os.path.join(home, "include"))
@@ -82,6 +140,18 @@ class BuildExt(build_ext):
         ext.define_macros.append(("GP_BUILD_CUDA_HOME", '"%s"' % home))
         self.parallel = os.cpu_count() or 1
         super().build_extensions()
+
+    def build_extension(self, ext):
+        super().build_extension(ext)
+        library = self.get_ext_fullpath(ext.name)
+        undefined = undefined_own_symbols(library)
+        if undefined is None:
+            print("gpuprofile: warning: nm not found; undefined symbols of the module not checked",
+                  file=sys.stderr)
+        elif undefined:
+            os.remove(library)
+            sys.exit(f"gpuprofile: {library} leaves undefined: {', '.join(undefined[:10])}"
+                     f"{' ...' if len(undefined) > 10 else ''} (a kernel or C source was not built)")
 
     def compile_cuda(self, home):
         nvcc = os.path.join(home, "bin", "nvcc")
@@ -135,9 +205,22 @@ extension = Extension(
     # the roots; csrc/core/cxx_shim comes first (see its header).
     include_dirs=["csrc/core/cxx_shim", "csrc", "kernels"],
     extra_compile_args=C_FLAGS,
-    libraries=["dl", "pthread", "rt", "stdc++"],
+    libraries=["dl", "pthread", "rt", "m", "stdc++"],
     define_macros=[("PY_SSIZE_T_CLEAN", None)],
     depends=glob("csrc/**/*.h", recursive=True) + glob("kernels/**/*.h", recursive=True),
 )
 
-setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt})
+def check_setuptools():
+    """pyproject.toml's license is an SPDX expression, which setuptools reads from 77 on; an older
+    one (a venv's bundled copy, under --no-build-isolation) would fail on it with a schema error."""
+    import setuptools
+
+    found = tuple(int(p) for p in re.findall(r"\d+", setuptools.__version__)[:2])
+    if found < (77, 0):
+        sys.exit(f"gpuprofile: setuptools {setuptools.__version__} is too old to build it (77 or newer): "
+                 "pip install -U 'setuptools>=77', or build without --no-build-isolation")
+
+
+if __name__ == "__main__":  # setuptools runs this file as __main__; tests import its checks
+    check_setuptools()
+    setup(ext_modules=[extension], cmdclass={"build_ext": BuildExt})

@@ -16,11 +16,19 @@ try:
     from . import _C  # noqa: F401  (fail early with a useful message)
 except ImportError as exc:  # pragma: no cover - depends on how the package was installed
     import os as _os
+    from importlib.machinery import EXTENSION_SUFFIXES as _suffixes
 
+    _where = _os.path.dirname(__file__)
+    if not any(_os.path.exists(_os.path.join(_where, "_C" + s)) for s in _suffixes):
+        raise ImportError(
+            f"gpuprofile's C extension (gpuprofile._C) is not built in {_where}. If that is a "
+            "source checkout, install it in place with `pip install -e .` (or run Python from "
+            "another directory so the installed package is imported)."
+        ) from exc
+    # built but not loadable (an undefined symbol, a wrong ELF): rebuilding in place would not help
     raise ImportError(
-        f"gpuprofile's C extension (gpuprofile._C) is not built in {_os.path.dirname(__file__)}. "
-        "If that is a source checkout, install it in place with `pip install -e .` (or run Python "
-        "from another directory so the installed package is imported)."
+        f"gpuprofile's C extension in {_where} is there but cannot be loaded: {exc}. Reinstall "
+        "gpuprofile from a complete source tree (docs/install.md); please report it if it persists."
     ) from exc
 
 from . import _moved, kernels, nvtx

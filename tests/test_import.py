@@ -120,3 +120,41 @@ def test_moved_modules_keep_their_old_paths():
         module = importlib.import_module(f"gpuprofile.{old}")
         assert module is importlib.import_module(f"gpuprofile.{new}")
         assert module.__spec__.name == f"gpuprofile.{new}"
+
+
+no_driver = pytest.mark.skipif(gp._C._cuda_status()["driver_version"] != 0,
+                               reason="checks the message of a machine with no NVIDIA driver")
+NO_DRIVER = "no usable CUDA device: no NVIDIA driver found"
+
+
+@no_driver
+def test_no_driver_is_named_as_such_by_gpu_calls():
+    """The runtime's words for a missing driver ("CUDA driver version is insufficient") send
+    users to upgrade a driver they do not have; every call says what `info` says (issue 25)."""
+    assert gp._C._cuda_status()["reason"] == "no NVIDIA driver found"
+    with pytest.raises(gp.NoDeviceError) as info:
+        with gp.profile():
+            pass
+    assert str(info.value) == NO_DRIVER
+    with pytest.raises(gp.NoDeviceError) as info:
+        gp.device_info(0)
+    assert str(info.value) == NO_DRIVER
+    out = subprocess.run([sys.executable, "-m", "gpuprofile", "info"], capture_output=True,
+                         text=True, check=True)
+    assert "GPU: none found (no NVIDIA driver found)." in out.stdout
+
+
+@no_driver
+@pytest.mark.parametrize("command, prefix", [
+    ("run", "gpuprofile run: cannot trace: "),
+    ("metrics", "gpuprofile metrics: error: needs a CUDA device: "),
+    ("stalls", "gpuprofile stalls: error: needs a CUDA device: "),
+])
+def test_no_driver_message_of_the_commands(tmp_path, command, prefix):
+    script = tmp_path / "s.py"
+    script.write_text("print('never runs')\n")
+    out = subprocess.run([sys.executable, "-m", "gpuprofile", command, str(script)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 1
+    assert out.stdout == ""
+    assert out.stderr == prefix + NO_DRIVER + "\n"

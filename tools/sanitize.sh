@@ -36,9 +36,11 @@ if [ ! -e "$ASAN_LIB" ]; then
     exit 2
 fi
 UBSAN="-fsanitize=undefined,float-cast-overflow -fno-sanitize-recover=all"
-if ! "$PYTHON" -c "import setuptools" 2>/dev/null; then  # venvs of Python >= 3.12 come without it
-    echo "sanitize: installing setuptools (to build the sanitized copies)"
-    "$PYTHON" -m pip install -q "setuptools>=64"
+# venvs of Python >= 3.12 come without setuptools, older ones with one too old for pyproject.toml
+if ! "$PYTHON" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 77)" \
+        2>/dev/null; then
+    echo "sanitize: installing setuptools>=77 (to build the sanitized copies)"
+    "$PYTHON" -m pip install -q "setuptools>=77"
 fi
 
 build() {  # build <variant> <sanitizer flags>
@@ -47,7 +49,7 @@ build() {  # build <variant> <sanitizer flags>
     ln -sfn "$OUT/kernels" "$OUT/$1-temp/kernels"
     rm -rf "${src:?}"/{.ci,csrc,kernels,gpuprofile,tests,benchmarks,docs,tools}
     # -p keeps modification times, so unchanged kernel objects are reused
-    cp -rp setup.py pyproject.toml README.md Makefile .ci csrc kernels gpuprofile tests benchmarks docs tools "$src/"
+    cp -rp setup.py pyproject.toml README.md LICENSE CHANGELOG.md MANIFEST.in Makefile .ci csrc kernels gpuprofile tests benchmarks docs tools "$src/"
     find "$src" \( -name '__pycache__' -o -name '_C*.so' \) -prune -exec rm -rf {} +
     (cd "$src" && CFLAGS="$2 -fno-omit-frame-pointer -g" LDFLAGS="$2" GPUPROFILE_CUDA_ARCHS=80 \
         "$PYTHON" setup.py -q build_ext --inplace --build-temp "$OUT/$1-temp" 2>&1 |

@@ -43,7 +43,7 @@ find_python() {  # find_python <version>: prints the interpreter's path, or noth
 # The copy: -p keeps modification times, so the kernel cache sees unchanged sources as such.
 mkdir -p "$OUT/src"
 rm -rf "${OUT:?}/src"/{.ci,csrc,kernels,gpuprofile,tests,benchmarks,docs,tools}
-cp -rp setup.py pyproject.toml README.md Makefile .ci csrc kernels gpuprofile tests benchmarks docs tools \
+cp -rp setup.py pyproject.toml README.md LICENSE CHANGELOG.md MANIFEST.in Makefile .ci csrc kernels gpuprofile tests benchmarks docs tools \
     "$OUT/src/"
 find "$OUT/src" \( -name '__pycache__' -o -name '_C*.so' -o -name '*.egg-info' \) -prune -exec rm -rf {} +
 

@@ -35,6 +35,19 @@ gp_device_count(void)
     return count_cached;
 }
 
+/* The runtime answers cudaErrorInsufficientDriver ("CUDA driver version is insufficient") both
+ * for an old driver and for none at all; the driver version 0 tells them apart. Every no-device
+ * message says the second case in these words, as `gpuprofile info` does. */
+#define NO_DRIVER "no NVIDIA driver found"
+
+static int
+no_driver(void)
+{
+    int driver = 0;
+    (void)cudaDriverGetVersion(&driver);
+    return count_error == cudaErrorInsufficientDriver && driver == 0;
+}
+
 void
 gp_mark_cuda_used(void)
 {
@@ -52,7 +65,9 @@ gp_require_device(void)
         return -1;
     }
     if (gp_device_count() == 0) {
-        if (count_error != cudaSuccess)
+        if (no_driver())
+            PyErr_SetString(gp_NoDeviceError, "no usable CUDA device: " NO_DRIVER);
+        else if (count_error != cudaSuccess)
             PyErr_Format(gp_NoDeviceError,
                          "no usable CUDA device: cudaGetDeviceCount returned %s: %s",
                          cudaGetErrorName(count_error), cudaGetErrorString(count_error));
@@ -81,8 +96,8 @@ cuda_status(PyObject *self, PyObject *unused)
     const char *reason = "";
     if (forked_after_use)
         reason = "CUDA was initialized before fork(); unusable in this child process";
-    else if (count_error == cudaErrorInsufficientDriver && driver == 0)
-        reason = "no NVIDIA driver found";
+    else if (no_driver())
+        reason = NO_DRIVER;
     else if (count_error != cudaSuccess)
         reason = cudaGetErrorString(count_error);
     else if (n == 0)

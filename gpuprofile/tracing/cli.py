@@ -20,8 +20,8 @@ bytes and bus bandwidth where a gp.distributed.collective() region gave the size
 table splits each step (a region, default 'step') per rank into compute, collective and wait time
 and names the rank that arrived last. Exit status: 0 merged; 1 the output cannot be written;
 2 bad arguments or a bad input file (unreadable, not a Chrome trace, a field of the wrong type or
-out of range, two of the same rank: the message names the file). docs/distributed.md explains
-the output.
+out of range, two of the same rank, a foreign trace such as torch.profiler's: the message names
+the file). docs/distributed.md explains the output.
 """
 
 

@@ -59,6 +59,10 @@ def _load(paths) -> list:
     for i, path in enumerate(paths):
         data = read_trace(path)
         meta = dict(data.get("otherData") or {})
+        if "gpuprofile" not in meta:  # its clocks and ranks are unknown: nothing to align by
+            raise TraceFileError(f"{path}: a foreign trace (torch.profiler's or another "
+                                 "tool's: no otherData.gpuprofile): merge reads the per-rank traces "
+                                 "that gpuprofile's Profile.export_chrome_trace writes")
         rank = meta.get("rank")
         ok = isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 2**31
         ranks.append(_Rank(rank if ok else i, os.fspath(path), meta, data["traceEvents"]))

@@ -38,3 +38,36 @@ def test_merge_usage_and_file_errors(tmp_path):
     out = gpuprofile("merge", tmp_path / "missing.json", "-o", tmp_path / "m.json", cwd=tmp_path)
     assert out.returncode == 2 and out.stdout == "" and "missing.json" in out.stderr
     assert not (tmp_path / "m.json").exists()
+
+
+# The shape of torch.profiler's export_chrome_trace of one rank of a DDP job (values shortened):
+# its own top-level metadata and distributedInfo, no otherData.
+TORCH_TRACE = {
+    "schemaVersion": 1,
+    "deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3", "computeMajor": 9}],
+    "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 2},
+    "cupti_version": 24, "cuda_runtime_version": 12080, "cuda_driver_version": 12080,
+    "displayTimeUnit": "ms", "baseTimeNanoseconds": 1732600000000000000,
+    "traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 4242, "tid": 4242,
+         "ts": 5000000.25, "dur": 12.5, "args": {"External id": 3}},
+        {"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+         "pid": 0, "tid": 7, "ts": 5000010.5, "dur": 30.0,
+         "args": {"device": 0, "stream": 7, "correlation": 11}},
+    ],
+    "traceName": "trace.rank0.pt.trace.json",
+}
+
+
+def test_merge_names_a_foreign_trace(tmp_path, monkeypatch):
+    """A torch.profiler trace next to ours is foreign (issue 25), not 'of the same rank'."""
+    paths = R.export_ranks(tmp_path, monkeypatch, [RANK0, RANK1], BASES, WALL_ERROR)
+    torch_trace = tmp_path / "torch.json"
+    torch_trace.write_text(json.dumps(TORCH_TRACE))
+    for files in ([torch_trace, paths[0]], [paths[1], torch_trace], [torch_trace]):
+        out = gpuprofile("merge", *files, "-o", tmp_path / "m.json", cwd=tmp_path)
+        assert out.returncode == 2 and out.stdout == ""
+        assert out.stderr == (f"gpuprofile merge: error: {torch_trace}: a foreign trace (torch.profiler's "
+                              "or another tool's: no otherData.gpuprofile): merge reads the per-rank "
+                              "traces that gpuprofile's Profile.export_chrome_trace writes\n")
+        assert not (tmp_path / "m.json").exists()
