@@ -17,9 +17,6 @@ import synthetic as S
 import gpuprofile as gp
 from gpuprofile._tables import Tabular, frame, require_pandas, write_csv
 from gpuprofile.bench.files import FileComparison, FileRow
-from gpuprofile.counters import catalog as _catalog
-from gpuprofile.counters.metric_sets import DURATION, SETS
-from gpuprofile.counters.result import build
 from gpuprofile.counters.stalls import KernelStalls, StallReport
 from gpuprofile.tracing.merge import MergeResult
 from gpuprofile.tracing.profile import Profile
@@ -110,22 +107,6 @@ def test_line_table():
              "share": 0.25, "mean_us": 500.0}]
     df = LineTable(rows, "line", 2.0).to_pandas()
     assert list(df["line"]) == ["a.py:3", "b.py:9"] and list(df["gpu_ms"]) == [1.5, 0.5]
-
-
-def test_metrics_result_has_a_row_per_metric_and_a_column_per_kernel(tmp_path):
-    sol = list(SETS["sol"].metrics)
-    infos = _catalog.validate(sol, "GH100")
-    ranges = [("0", (100.0, 10.0, 80.0, 70.0, 1.9e9)), ("1", (300.0, 90.0, 5.0, 1.0, 1.9e9))]
-    m = build("work.py", "kernel", sol, infos, ranges, ["flash(P)", "gemm(float*)"], passes=5,
-              replay="user", range_mode="auto", calls=6, cost_s=1.0, setup_s=0.1, chip="GH100",
-              sets=["sol"], notes=[], counter_data_bytes=1)
-    df = m.to_pandas().set_index("metric")
-    assert list(df.index) == sol
-    assert list(df.columns) == ["unit", "aggregation", "total", "0: flash(P)", "1: gemm(float*)"]
-    assert df.loc[DURATION, "total"] == 400.0 and df.loc[DURATION, "1: gemm(float*)"] == 300.0
-    assert df.loc[DURATION, "aggregation"] == "sum"
-    head, *body = read_csv(m.to_csv(tmp_path / "m.csv"))
-    assert head[:3] == ["metric", "unit", "aggregation"] and len(body) == len(sol)
 
 
 def test_stall_report_missing_reasons_are_nan_and_empty(tmp_path):
