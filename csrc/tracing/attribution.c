@@ -20,29 +20,38 @@ typedef struct {
     int n;
 } id_stack;
 
-/* Region records whose external id this thread pushed, and memory=True regions holding memory
+/* Region records this thread is inside while tracing (its calls are noted with the innermost),
+ * and memory=True regions holding memory
  * tracking, innermost last. An exit usually finds its own record on top; regions of asyncio
- * tasks that interleave on the thread may close in any order (unpush, memory_exit); a record
+ * tasks that interleave on the thread may close in any order (remove_id); a record
  * not there was entered while tracing was off, or too deep. */
 static _Thread_local id_stack pushed;
 static _Thread_local id_stack tracked;
 
 static int tracing;
-static unsigned long long memory_entries, pop_errors, stream_errors;
+static unsigned long long memory_entries, stream_errors;
 static int last_stream_error; /* CUPTI's (or -1: no context) for the last stream not named */
 
-static int
+static void
 push_id(int64_t rec)
 {
     if (pushed.n < GP_MAX_PUSHED)
         pushed.ids[pushed.n++] = rec;
-    return 0;
 }
 
-static void
-pop_id(void)
+/* Takes `rec` out of `s` wherever it is: regions of asyncio tasks that interleave on a thread
+ * close in any order. 0 if it was not there (entered while tracing was off, or too deep). */
+static int
+remove_id(id_stack *s, int64_t rec)
 {
-    pushed.n--;
+    int k = s->n - 1;
+    while (k >= 0 && s->ids[k] != rec)
+        k--;
+    if (k < 0)
+        return 0;
+    memmove(&s->ids[k], &s->ids[k + 1], (size_t)(s->n - 1 - k) * sizeof rec);
+    s->n--;
+    return 1;
 }
 
 /* Each watched call (gp_activity_regions_callbacks) made while tracing, on a thread inside a
@@ -130,10 +139,7 @@ push_innermost(void)
     int64_t inner = gp_region_innermost();
     if (inner < 0 || (pushed.n > 0 && pushed.ids[pushed.n - 1] == inner))
         return;
-    if (push_id(inner) < 0) {
-        PyErr_Clear(); /* an exit cannot raise; the miss shows as unattributed kernels */
-        pop_errors++;
-    }
+    push_id(inner);
 }
 
 int
@@ -152,8 +158,7 @@ gp_attribution_set_tracing(int on)
     }
     __atomic_store_n(&tracing, 0, __ATOMIC_RELEASE);
     (void)watch_calls(0);
-    while (pushed.n > 0)
-        pop_id();
+    pushed.n = 0;
     return 0;
 }
 
@@ -180,13 +185,8 @@ memory_enter(int64_t rec)
 static void
 memory_exit(int64_t rec)
 {
-    int k = tracked.n - 1;
-    while (k >= 0 && tracked.ids[k] != rec)
-        k--;
-    if (k < 0)
+    if (!remove_id(&tracked, rec))
         return;
-    memmove(&tracked.ids[k], &tracked.ids[k + 1], (size_t)(tracked.n - 1 - k) * sizeof rec);
-    tracked.n--;
     if (gp_activity_release(GP_ACT_MEMORY) < 0)
         PyErr_Clear(); /* an exit cannot raise; CUPTI keeps MEMORY2 on, which costs nothing */
 }
@@ -198,46 +198,16 @@ observe_enter(int64_t rec, void *unused)
     if (memory && memory_enter(rec) < 0)
         return -1;
     if (tracing) {
-        if (push_id(rec) < 0) {
-            if (memory)
-                memory_exit(rec);
-            return -1;
-        }
+        push_id(rec);
         note_stream(rec, 0);
     }
     return 0;
 }
 
-/* Takes `rec` out of this thread's pushed ids. Regions of interleaving asyncio tasks close in
- * any order: the ids above it are popped and pushed again, so that no closed region's id stays
- * pushed (kernels would be attributed to it until tracing stops). */
-static void
-unpush(int64_t rec)
-{
-    int k = pushed.n - 1;
-    while (k >= 0 && pushed.ids[k] != rec)
-        k--;
-    if (k < 0)
-        return;
-    int64_t above[GP_MAX_PUSHED];
-    int n_above = pushed.n - 1 - k;
-    memcpy(above, &pushed.ids[k + 1], (size_t)n_above * sizeof above[0]);
-    while (pushed.n > k)
-        pop_id();
-    for (int j = 0; j < n_above; j++)
-        if (push_id(above[j]) < 0) {
-            PyErr_Clear(); /* an exit cannot raise; the miss shows as unattributed kernels */
-            pop_errors++;
-        }
-}
-
 static void
 observe_exit(int64_t rec, void *unused)
 {
-    if (pushed.n > 0 && pushed.ids[pushed.n - 1] == rec)
-        pop_id();
-    else
-        unpush(rec);
+    (void)remove_id(&pushed, rec);
     if (tracing)
         push_innermost();
     memory_exit(rec);
@@ -248,11 +218,10 @@ static const gp_region_observer observer = {observe_enter, observe_exit, NULL};
 static PyObject *
 attribution_state(PyObject *module, PyObject *unused)
 {
-    return Py_BuildValue("{s:O,s:i,s:i,s:K,s:K,s:K,s:i}", "tracing", tracing ? Py_True : Py_False,
+    return Py_BuildValue("{s:O,s:i,s:i,s:K,s:K,s:i}", "tracing", tracing ? Py_True : Py_False,
                          "pushed_on_this_thread", pushed.n, "memory_regions_open_on_this_thread",
-                         tracked.n, "memory_region_entries", memory_entries, "pop_errors",
-                         pop_errors, "stream_errors", stream_errors, "last_stream_error",
-                         last_stream_error);
+                         tracked.n, "memory_region_entries", memory_entries, "stream_errors",
+                         stream_errors, "last_stream_error", last_stream_error);
 }
 
 static PyMethodDef attribution_methods[] = {

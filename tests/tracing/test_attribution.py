@@ -207,3 +207,29 @@ def test_regions_enable_the_api_records_of_the_calls_attribution_reads_only():
     # Python lines' launches are a subset: the two groups share ids, counted per id
     assert {n for n in ids["api"]["runtime"]} <= set(ids["regions"]["runtime"])
     assert set(ids["api"]["driver"]) <= driver
+
+
+def test_region_spans_count_work_on_other_streams_and_note_the_region():
+    """A kernel launched inside the region on another stream (JAX's, a torch side stream) is the
+    region's by the launch rule, and its events do not cover it: region_spans() and the summary
+    say so, with the CUPTI span over every stream."""
+    k = np.zeros(3, _activity.KERNEL_RAW)
+    k["correlation_id"] = [5, 50, 95]
+    k["start"], k["end"] = [150, 300, 500], [200, 350, 700]
+    k["stream"] = [13, 7, 7]  # the region's stream is 7; call 95 is after its stop event
+    chunk = _activity.Chunk(k, np.empty(0, _activity.MEMCPY_RAW), np.empty(0, _activity.MEMSET_RAW),
+                            np.empty(0, _activity.MEMORY_RAW), _ext([(5, 0), (1, 0), (90, 0)]),
+                            names=["k"], region_streams=_streams([(0, 7)]))
+    w = _activity.Window(t0=0, t1=1000, offset_ns=0, offset_uncertainty_ns=0, chunk=chunk)
+    recs = np.zeros(1, [("name", object), ("depth", "<i4"), ("host_start_ns", "<i8"),
+                        ("host_end_ns", "<i8"), ("open", "u1"), ("gpu_ms", "<f8")])
+    recs["name"], recs["host_start_ns"], recs["host_end_ns"], recs["gpu_ms"] = "mm", 10, 900, 1e-4
+    from gpuprofile.profiling import Profile
+
+    p = Profile._from_window(w, records=recs, kernels=True, memcpy=False, memset=False,
+                             memory=False)
+    spans = p.region_spans()
+    assert spans.tolist() == [(0, "mm", 1e-4, 200e-6, 2, 1, 50e-6)]
+    assert [n for n in p._other_stream_notes() if "'mm'" in n and "other than its own" in n]
+    assert Profile._from_window(w, records=None, kernels=True, memory=False).region_spans()[
+        "name"].tolist() == [""]
