@@ -74,13 +74,13 @@ drop_kinds(int k, int j, int *rc)
     }
 }
 
-/* ---- API records by callback id, reference-counted ------------------------------------------ *
+/* ---- API records of launches, by callback id ------------------------------------------------ *
  *
  * Enabling the RUNTIME and DRIVER kinds makes CUPTI write a record for every CUDA call of the
- * process (a training step makes thousands: device queries, stream checks, ...), which cost
- * several % of a step. Python lines need the launch calls' records only: enabled by callback id,
- * counted per id. Regions need no record at all (attribution.c watches their calls' callbacks).
- * Domain 0 is the runtime, 1 the driver. */
+ * process (a training step makes thousands: device queries, stream checks, ...). Python lines
+ * need the launch calls' records only, enabled by callback id while the API group has users.
+ * Regions need no record at all (attribution.c watches their calls' callbacks). Domain 0 is the
+ * runtime, 1 the driver. */
 
 #define GP_MAX_API_CBID 1024
 _Static_assert(CUPTI_RUNTIME_TRACE_CBID_SIZE <= GP_MAX_API_CBID, "runtime cbids");
@@ -91,7 +91,6 @@ typedef struct {
     size_t n[2];
 } cbid_set;
 
-static int cbid_refs[2][GP_MAX_API_CBID];
 static cbid_set api_cbids;     /* launches (set by pylines.c) */
 static cbid_set regions_cbids; /* found by name at first use (regions_cbids_find) */
 
@@ -102,57 +101,42 @@ gp_activity_set_api_cbids(const CUpti_CallbackId *runtime, size_t n_runtime,
     api_cbids = (cbid_set){{runtime, driver}, {n_runtime, n_driver}};
 }
 
+/* Turns the records of every id of `set` on or off; the first refusal is returned (the others
+ * are still set). */
 static CUptiResult
-cbid_set_one(int d, CUpti_CallbackId id, uint8_t on)
+cbids_set(const cbid_set *set, uint8_t on)
 {
-    return d == 0 ? gp_cupti.cuptiActivityEnableRuntimeApi(id, on)
-                  : gp_cupti.cuptiActivityEnableDriverApi(id, on);
-}
-
-/* One more user of every id in `set`; CUPTI is told of ids going from 0 users to 1. -1 with
- * CuptiError and nothing changed if CUPTI refuses one. */
-static void cbids_off(const cbid_set *set, int d_end, size_t k_end, int *rc);
-
-static int
-cbids_on(const cbid_set *set)
-{
+    CUptiResult first = CUPTI_SUCCESS;
     for (int d = 0; d < 2; d++)
         for (size_t k = 0; k < set->n[d]; k++) {
             CUpti_CallbackId id = set->ids[d][k];
-            if (id >= GP_MAX_API_CBID)
-                continue;
-            if (cbid_refs[d][id] == 0) {
-                CUptiResult res = cbid_set_one(d, id, 1);
-                if (res != CUPTI_SUCCESS) {
-                    int quiet = -1;
-                    cbids_off(set, d, k, &quiet);
-                    gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__,
-                                       __LINE__);
-                    return -1;
-                }
-            }
-            cbid_refs[d][id]++;
+            CUptiResult res = d == 0 ? gp_cupti.cuptiActivityEnableRuntimeApi(id, on)
+                                     : gp_cupti.cuptiActivityEnableDriverApi(id, on);
+            if (res != CUPTI_SUCCESS && first == CUPTI_SUCCESS)
+                first = res;
         }
-    return 0;
+    return first;
 }
 
-/* One user fewer of the ids of `set` before (d_end, k_end) (all: 2, 0); ids nobody uses any
- * more are turned off. A refusal sets CuptiError once (*rc 0 -> -1). */
-static void
-cbids_off(const cbid_set *set, int d_end, size_t k_end, int *rc)
+static int
+api_enable(void)
 {
-    for (int d = 0; d < 2 && d <= d_end; d++)
-        for (size_t k = 0; k < set->n[d] && (d < d_end || k < k_end); k++) {
-            CUpti_CallbackId id = set->ids[d][k];
-            if (id >= GP_MAX_API_CBID || cbid_refs[d][id] == 0 || --cbid_refs[d][id] > 0)
-                continue;
-            CUptiResult res = cbid_set_one(d, id, 0);
-            if (res != CUPTI_SUCCESS && *rc == 0) {
-                gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__,
-                                   __LINE__);
-                *rc = -1;
-            }
-        }
+    CUptiResult res = cbids_set(&api_cbids, 1);
+    if (res == CUPTI_SUCCESS)
+        return 0;
+    (void)cbids_set(&api_cbids, 0);
+    gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__, __LINE__);
+    return -1;
+}
+
+static void
+api_disable(int *rc)
+{
+    CUptiResult res = cbids_set(&api_cbids, 0);
+    if (res != CUPTI_SUCCESS && *rc == 0) {
+        gp_set_cupti_error(res, "cuptiActivityEnableRuntimeApi/DriverApi", __FILE__, __LINE__);
+        *rc = -1;
+    }
 }
 
 /* The calls attribution reads, by the prefix of their names (so that calls a newer CUDA adds to
@@ -165,25 +149,28 @@ static const char *const regions_prefixes[2][12] = {
      "cuMemFree", "cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease", NULL},
 };
 static CUpti_CallbackId regions_found[2][GP_MAX_API_CBID];
+static gp_cupti_callback regions_list[2 * GP_MAX_API_CBID]; /* the same ids, as callbacks */
+static size_t n_regions_list;
+static const CUpti_CallbackDomain api_domains[2] = {CUPTI_CB_DOMAIN_RUNTIME_API,
+                                                    CUPTI_CB_DOMAIN_DRIVER_API};
 
 static void
 regions_cbids_find(void)
 {
     if (regions_cbids.ids[0] != NULL)
         return;
-    static const CUpti_CallbackDomain domains[2] = {CUPTI_CB_DOMAIN_RUNTIME_API,
-                                                    CUPTI_CB_DOMAIN_DRIVER_API};
     static const uint32_t sizes[2] = {CUPTI_RUNTIME_TRACE_CBID_SIZE, CUPTI_DRIVER_TRACE_CBID_SIZE};
     for (int d = 0; d < 2; d++) {
         size_t n = 0;
         for (uint32_t id = 1; id < sizes[d]; id++) {
             const char *name = NULL;
-            if (gp_cupti.cuptiGetCallbackName(domains[d], id, &name) != CUPTI_SUCCESS ||
+            if (gp_cupti.cuptiGetCallbackName(api_domains[d], id, &name) != CUPTI_SUCCESS ||
                 name == NULL)
                 continue;
             for (const char *const *p = regions_prefixes[d]; *p != NULL; p++)
                 if (strncmp(name, *p, strlen(*p)) == 0) {
                     regions_found[d][n++] = id;
+                    regions_list[n_regions_list++] = (gp_cupti_callback){api_domains[d], id};
                     break;
                 }
         }
@@ -195,18 +182,9 @@ regions_cbids_find(void)
 const gp_cupti_callback *
 gp_activity_regions_callbacks(size_t *n)
 {
-    static gp_cupti_callback list[2 * GP_MAX_API_CBID];
-    static size_t count;
-    if (count == 0) {
-        regions_cbids_find();
-        static const CUpti_CallbackDomain domains[2] = {CUPTI_CB_DOMAIN_RUNTIME_API,
-                                                        CUPTI_CB_DOMAIN_DRIVER_API};
-        for (int d = 0; d < 2; d++)
-            for (size_t k = 0; k < regions_cbids.n[d]; k++)
-                list[count++] = (gp_cupti_callback){domains[d], regions_cbids.ids[d][k]};
-    }
-    *n = count;
-    return list;
+    regions_cbids_find();
+    *n = n_regions_list;
+    return regions_list;
 }
 
 static int (*regions_hook)(int on);
@@ -221,7 +199,7 @@ static int
 enable_kind(int k)
 {
     if (k == API_GROUP)
-        return cbids_on(&api_cbids);
+        return api_enable();
     int j = 0;
     for (; j < kind_counts[k]; j++) {
         CUpti_ActivityKind kind = kind_lists[k][j];
@@ -293,7 +271,7 @@ gp_activity_release(unsigned mask)
         if (k == REGIONS_GROUP && regions_hook != NULL)
             regions_hook(0);
         if (k == API_GROUP)
-            cbids_off(&api_cbids, 2, 0, &rc);
+            api_disable(&rc);
         else
             drop_kinds(k, kind_counts[k], &rc);
     }
@@ -437,14 +415,13 @@ error:
 static PyObject *
 names_of(const cbid_set *set)
 {
-    static const CUpti_CallbackDomain domains[2] = {CUPTI_CB_DOMAIN_RUNTIME_API,
-                                                    CUPTI_CB_DOMAIN_DRIVER_API};
     PyObject *out = PyDict_New();
     for (int d = 0; out != NULL && d < 2; d++) {
         PyObject *list = PyList_New(0);
         for (size_t k = 0; list != NULL && k < set->n[d]; k++) {
             const char *name = NULL;
-            if (gp_cupti.cuptiGetCallbackName(domains[d], set->ids[d][k], &name) != CUPTI_SUCCESS ||
+            if (gp_cupti.cuptiGetCallbackName(api_domains[d], set->ids[d][k], &name) !=
+                    CUPTI_SUCCESS ||
                 name == NULL)
                 name = "?";
             PyObject *s = PyUnicode_FromString(name);

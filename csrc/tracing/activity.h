@@ -36,8 +36,7 @@ int gp_activity_acquire(unsigned mask);
 int gp_activity_release(unsigned mask);
 
 /* The launch calls whose API records GP_ACT_API enables (runtime and driver callback ids), by
- * callback id and counted per id with those REGIONS enables. Set by pylines.c at init; the arrays
- * must outlive the process's use of CUPTI. */
+ * callback id. Set by pylines.c at init; the arrays must outlive the process's use of CUPTI. */
 void gp_activity_set_api_cbids(const CUpti_CallbackId *runtime, size_t n_runtime,
                                const CUpti_CallbackId *driver, size_t n_driver);
 
