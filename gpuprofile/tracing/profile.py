@@ -491,18 +491,38 @@ class Profile:
         start = np.concatenate([t["start_ns"] for t in parts]).astype(np.int64)
         end = np.concatenate([t["end_ns"] for t in parts]).astype(np.int64)
         stream = np.concatenate([t["stream"] for t in parts]).astype(np.int64)
+        keep = rec >= 0
+        rec, start, end, stream = rec[keep], start[keep], end[keep], stream[keep]
+        records = np.unique(rec)
+        group = np.searchsorted(records, rec)  # each row's place in `records`
+        # each record's own stream (CUPTI's id), where attribution named one; -1: none, so no
+        # row counts as on another stream
         iv = self._intervals()
-        own = dict(zip(iv["record"].tolist(), iv["stream"].tolist(), strict=True))
-        records = self._records
-        rows = []
-        for r in np.unique(rec[rec >= 0]).tolist():
-            at = rec == r
-            other = at & (stream != own.get(r, -1)) if r in own else np.zeros_like(at)
-            has = records is not None and r < len(records)
-            rows.append((r, records["name"][r] if has else "", records["gpu_ms"][r] if has else np.nan,
-                         (end[at].max() - start[at].min()) / 1e6, int(at.sum()), int(other.sum()),
-                         float((end[other] - start[other]).sum()) / 1e6))
-        return np.array(rows, dtype=dtype)
+        own = np.full(records.size, -1, np.int64)
+        at = np.searchsorted(records, iv["record"])
+        named = (at < records.size) & (records[np.minimum(at, max(records.size - 1, 0))] == iv["record"])
+        own[at[named]] = iv["stream"][named]
+        other = (own[group] >= 0) & (stream != own[group])
+        out = np.zeros(records.size, dtype=dtype)
+        out["record"] = records
+        out["items"] = np.bincount(group, minlength=records.size)
+        out["other_stream_items"] = np.bincount(group, weights=other, minlength=records.size)
+        out["other_stream_ms"] = np.bincount(group, weights=np.where(other, end - start, 0),
+                                             minlength=records.size) / 1e6
+        if records.size:
+            lo = np.full(records.size, np.iinfo(np.int64).max)
+            hi = np.full(records.size, np.iinfo(np.int64).min)
+            np.minimum.at(lo, group, start)
+            np.maximum.at(hi, group, end)
+            out["span_ms"] = (hi - lo) / 1e6
+        regions = self._records
+        known = records < (len(regions) if regions is not None else 0)
+        out["name"] = ""
+        out["events_ms"] = np.nan
+        if known.any():
+            out["name"][known] = regions["name"][records[known]]
+            out["events_ms"][known] = regions["gpu_ms"][records[known]]
+        return out
 
     def _other_stream_notes(self) -> list:
         """Lines naming the regions whose events missed work on other streams."""
