@@ -157,7 +157,9 @@ class CuptiTimer:
             if not b.tainted:
                 counts.append(r.starts.size)
         self.other_streams = sorted(streams - own) if own else []
-        if not counts or counts[0] == 0:
+        if not counts:  # every learning batch timed out at the gate: nothing was counted
+            return "no learning batch ran as measured ones will (the gate timed out)"
+        if counts[0] == 0:
             raise TimingRefused(
                 "fn launched no kernels, copies or sets that CUPTI saw: there is no GPU work to "
                 "time (clock='host' times CPU code; work that a framework launches later, from "

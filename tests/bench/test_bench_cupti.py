@@ -175,6 +175,15 @@ def test_learn_refuses_fn_without_gpu_work():
         timer.learn(_LearnSource())
 
 
+def test_learn_says_why_when_every_learning_batch_was_tainted():
+    class Tainted:
+        def run(self, n):
+            return Batch(np.empty(0), 0.01, 0.001, tainted=True)
+
+    timer = _LearnTimer([_per_call(1)] * _bench_cupti._LEARN_BATCHES)
+    assert "timed out" in timer.learn(Tainted()) and timer.per_call == 0
+
+
 def test_learn_refuses_varying_work_on_other_streams_but_not_on_its_own():
     varying = [_per_call(1, stream=13), _per_call(2, stream=13), _per_call(1, stream=13)]
     with pytest.raises(_bench_cupti.TimingRefused, match="other than the benchmark's"):
