@@ -40,6 +40,15 @@ def _bytes_of(region: str, op: str):
     return None
 
 
+def _kernel_bytes(args: dict, op: str):
+    """A kernel's collective size: the one its rank read from torch's NCCL Flight Recorder
+    (nccl_bytes), else one named by a collective() region around it."""
+    nbytes = args.get("nccl_bytes")
+    if isinstance(nbytes, int) and not isinstance(nbytes, bool) and nbytes >= 0:
+        return nbytes
+    return _bytes_of(str(args.get("region", "")), op)
+
+
 @dataclass
 class _Rank:
     rank: int
@@ -150,7 +159,7 @@ def _annotate(ranks, instances) -> list:
     for (op, k), idx in sorted(instances.items(), key=lambda kv: ranks[0].kernels[kv[1][0]][1]):
         starts = [r.kernels[j][1] + r.shift_ns for r, j in zip(ranks, idx, strict=True)]
         ends = [r.kernels[j][2] + r.shift_ns for r, j in zip(ranks, idx, strict=True)]
-        sizes = {_bytes_of(str((r.kernels[j][0].get("args") or {}).get("region", "")), op)
+        sizes = {_kernel_bytes(r.kernels[j][0].get("args") or {}, op)
                  for r, j in zip(ranks, idx, strict=True)} - {None}
         nbytes = sizes.pop() if len(sizes) == 1 else None
         transfer = max(ends) - max(starts)

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import _C
 from .._files import atomic_write
-from . import pylines
+from . import collectives, nccl, pylines
 from .activity import API, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
 from .attribution import RULES, attribute, combine, region_intervals
 from .occupancy import limits_for, occupancy
@@ -203,6 +203,7 @@ class Profile:
         self._records = None
         self._cache: dict = {}
         self._limits: dict = {}
+        self._recorded_collectives = (None, "the profile did not run")  # (entries, why not)
 
     # ---- collection ---------------------------------------------------------------------------
 
@@ -259,6 +260,7 @@ class Profile:
             self._window = self._collector.window
             self._collector = None
             self._snapshot_regions()
+            self._recorded_collectives = collectives.read_flight_recorder()
             if self._window is not None:
                 self.errors += self._window.errors
                 if self._window.chunk.dropped:
@@ -434,6 +436,35 @@ class Profile:
             return build_timeline(c.memory, attribute(c.memory["correlation_id"], c.extcorr),
                                   self._region_names())
         return self._cached("memory", build)
+
+    def _matched_collectives(self) -> collectives.Matched:
+        def build():
+            entries, why = self._recorded_collectives
+            k = self.kernels
+            if entries is None:
+                if any(nccl.parse_kernel(str(n)) for n in np.unique(k["name"])):
+                    return collectives.Matched(np.zeros(0, dtype=collectives.COLUMNS),
+                                               [f"NCCL kernels have no sizes: {why}"])
+                return collectives.Matched(np.zeros(0, dtype=collectives.COLUMNS), [])
+            w = self._stopped()
+            pair = w.clock_pair
+            wall_t1 = w.t1 - (pair["cupti_ns"] - pair["wall_ns"]) if pair else 2**63 - 1
+            return collectives.match(k["name"], k["start_ns"], k["stream"], entries, wall_t1)
+        return self._cached("collectives", build)
+
+    @property
+    def collectives(self) -> np.ndarray:
+        """NCCL kernels with their sizes, read from torch's NCCL Flight Recorder when the profile
+        stopped (no hook or region needed): kernel (row in p.kernels), op ('AllReduce', ...),
+        bytes (nccl-tests' size; -1 if the dtype is unknown), dtype, group (process group) and
+        seq (its sequence number). Empty without torch.distributed; p.collective_notes says why
+        NCCL kernels got no size (docs/distributed.md)."""
+        return self._matched_collectives().table
+
+    @property
+    def collective_notes(self) -> list:
+        """Why some NCCL kernels have no size in p.collectives (empty when all have one)."""
+        return list(self._matched_collectives().notes)
 
     def _kernel_codes(self) -> dict:
         """Integer codes of the kernels' names and region names, with their labels, for grouping
@@ -621,6 +652,7 @@ class Profile:
                       **trace_metadata(self._cached("pair", lambda: w.clock_pair or clock_pair(
                           w.offset_ns, w.offset_uncertainty_ns)))},
             kernel_codes={"name": codes["name"], "region": region}, samples=samples,
+            nccl_bytes=collectives.per_kernel_bytes(self._matched_collectives(), len(self.kernels)),
         )
 
     def to_dict(self) -> dict:

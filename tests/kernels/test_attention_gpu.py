@@ -250,6 +250,22 @@ def test_arrays_on_different_devices():
     k = torch.zeros((1, 1, 8, 64), device="cuda:1", dtype=torch.float16)
     with pytest.raises(ValueError, match="q is on device 0 but k is on device 1"):
         kernels.attention(q, k, q)
+    # the other order: torch exports a tensor only while its device is current
+    with pytest.raises(ValueError, match="q is on device 1 but k is on device 0"):
+        kernels.attention(k, q, k)
+    assert torch.cuda.current_device() == 0
+
+
+@pytest.mark.skipif(gp.device_count() < 2, reason="needs two devices")
+def test_torch_arrays_on_the_other_device():
+    """Tensors on device 1 while device 0 is current run there and match the reference; the
+    caller's device is current again afterwards."""
+    torch = pytest.importorskip("torch")
+    q, k, v = (torch.randn(1, 2, 64, 64, device="cuda:1", dtype=torch.float16) for _ in range(3))
+    assert torch.cuda.current_device() == 0
+    out = kernels.attention(q, k, v)
+    assert torch.cuda.current_device() == 0 and out.device == 1
+    check(out.numpy().astype(np.float32), *(x.float().cpu().numpy() for x in (q, k, v)), "float16")
 
 
 # ---- DeviceArray and the protocols, without other frameworks -------------------------------------
