@@ -126,17 +126,19 @@ class Storage:
         self.folder = os.path.join(self.root, machine)
 
     def runs(self) -> list:
-        """[(number, path)] of the saved runs, oldest first (the files of other ranks of a
-        multi-rank job, name.rankN.json, are not runs of their own)."""
+        """[(number, path)] of the saved runs, oldest first. In a multi-rank job each rank saves
+        NNNN_name.rankR.json: those files are one run, listed by the path without the rank
+        (distributed.rank_path gives each rank its own)."""
         try:
             names = os.listdir(self.folder)
         except FileNotFoundError:
             return []
-        found = []
+        found = set()
         for name in names:
             m = _RUN.match(name)
-            if m and not re.search(r"\.rank\d+\.json$", name):
-                found.append((int(m.group(1)), os.path.join(self.folder, name)))
+            if m:
+                base = re.sub(r"\.rank\d+\.json$", ".json", name)
+                found.add((int(m.group(1)), os.path.join(self.folder, base)))
         return sorted(found)
 
     def new_path(self, name: str | None, commit: dict, date: str) -> str:

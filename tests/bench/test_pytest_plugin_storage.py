@@ -165,3 +165,15 @@ def test_histogram_svg_per_group_and_host_rows_without_mode(suite):
     result.stdout.fnmatch_lines(["name*median*noise*iterations*mode*clock",
                                  "test_suite.py::test_bench_sum * -*host"])
     assert "cold" not in result.stdout.str()
+
+
+def test_each_rank_saves_its_file_of_a_numbered_run_and_compares_with_it(suite, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    suite.runpytest("--gpu-benchmark-autosave").assert_outcomes(passed=3)
+    (run,) = machine_folder(suite).iterdir()
+    assert run.name.startswith("0001_") and run.name.endswith(".rank1.json")
+    assert saved(run)["rank"] == 1
+    again = suite.runpytest("--gpu-benchmark-compare", "--gpu-benchmark-autosave")
+    again.assert_outcomes(passed=3)
+    again.stdout.fnmatch_lines([f"compared with {run}", "saved 2 result(s) to *0002_*.rank1.json"])

@@ -112,12 +112,16 @@ def test_runs_are_numbered_per_machine_and_found_by_number(tmp_path):
     second = st.new_path("before fix/1", {"error": "no git"}, "2026-11-25T10:16:00+00:00")
     assert os.path.basename(second) == "0002_before_fix_1.json"
     open(second, "w").close()
-    open(os.path.join(st.folder, "0002_before_fix_1.rank1.json"), "w").close()  # not a run
+    open(os.path.join(st.folder, "0002_before_fix_1.rank1.json"), "w").close()  # the same run
     open(os.path.join(st.folder, "notes.txt"), "w").close()
     assert os.path.basename(st.new_path(None, {"error": "x"}, "2026-11-25T10:17:00+00:00")) == \
         "0003_unversioned_20261125_101700.json"
     assert [n for n, _ in st.runs()] == [1, 2]
     assert st.find("latest") == second and st.find("1") == first and st.find("0002") == second
+    for rank in (0, 1):  # a run of a two-rank job: one file per rank, one run
+        open(os.path.join(st.folder, f"0003_job.rank{rank}.json"), "w").close()
+    assert st.runs()[-1] == (3, os.path.join(st.folder, "0003_job.json"))
+    assert os.path.basename(st.new_path("next", {}, "")) == "0004_next.json"
     with pytest.raises(FileNotFoundError, match="no run numbered 7"):
         st.find("7")
     with pytest.raises(FileNotFoundError, match="nope.json: no such file"):
