@@ -61,8 +61,15 @@ def parse(expressions) -> list:
     return out
 
 
-def _finite_positive(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+def _number(x, zero_ok: bool) -> float | None:
+    """x as a float when it is a finite number > 0 (>= 0 with zero_ok), else None."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        x = float(x)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) and (x > 0 or (zero_ok and x == 0)) else None
 
 
 def failure(t: Threshold, result: dict, base: dict, interval=None) -> str | None:
@@ -72,14 +79,11 @@ def failure(t: Threshold, result: dict, base: dict, interval=None) -> str | None
     without it the median is compared plainly too. A value that is missing or not a finite
     positive number fails (a gate fails closed)."""
     key = STATS[t.stat]
-    now, then = result.get(key), base.get(key)
-    if t.stat in ("stddev", "iqr"):  # may be 0
-        usable = all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                     and x >= 0 for x in (now, then))
-    else:
-        usable = _finite_positive(now) and _finite_positive(then)
-    if not usable:
-        return f"{t.text}: cannot compare, {key} is {now!r} now and {then!r} in the saved run"
+    zero_ok = t.stat in ("stddev", "iqr")
+    now, then = _number(result.get(key), zero_ok), _number(base.get(key), zero_ok)
+    if now is None or then is None:
+        return (f"{t.text}: cannot compare, {key} is {result.get(key)!r} now and "
+                f"{base.get(key)!r} in the saved run")
     if t.stat == "ops":
         now, then = 1e3 / now, 1e3 / then
         drop = (1 - now / then) * 100 if t.percent else then - now
@@ -90,8 +94,11 @@ def failure(t: Threshold, result: dict, base: dict, interval=None) -> str | None
         return None
     if t.stat == "median" and interval is not None:
         return _median_failure(t, now, then, interval)
-    growth = (now / then - 1) * 100 if t.percent and then > 0 else now - then
-    if t.percent and then == 0:
+    if not t.percent:
+        growth = now - then
+    elif then > 0:
+        growth = (now / then - 1) * 100
+    else:  # stddev or iqr from 0: any growth is infinitely many percent
         growth = math.inf if now > 0 else 0.0
     if growth > t.value:
         unit = "%" if t.percent else " ms"
