@@ -30,6 +30,8 @@ import os
 
 import pytest
 
+from .bench.suite_summary import COLUMNS, DEFAULT_COLUMNS, SORTS, parse_columns, summary_lines
+
 _OUTPUT_KEY = "gpuprofile_benchmarks"  # in xdist's workeroutput
 _FILE_VERSION = 1
 # Keywords of gpu_benchmark(...) that configure the benchmark; every other keyword goes to fn.
@@ -72,6 +74,12 @@ def pytest_addoption(parser):
                     const="gpu_benchmark_histogram",
                     help="write a box plot of each group's samples to PREFIX[-GROUP].svg "
                          "(needs matplotlib; default prefix gpu_benchmark_histogram)")
+    group.addoption("--gpu-benchmark-columns", metavar="LIST", default=",".join(DEFAULT_COLUMNS),
+                    help="the summary's columns after the name, comma-separated: "
+                         f"{', '.join(COLUMNS)} (default: %(default)s)")
+    group.addoption("--gpu-benchmark-sort", metavar="COL", default="name", choices=SORTS,
+                    help=f"order of the summary's rows: {', '.join(SORTS)} (a statistic: "
+                         "smallest first; default: name)")
     group.addoption("--gpu-benchmark-rounds", metavar="N", type=int, default=1,
                     help="repeat each whole measurement N times: intervals then span the spread "
                          "between runs, not only the noise within one (use 5 for a CI gate)")
@@ -95,6 +103,9 @@ class _State:
         self.fail_slower = opt("--gpu-benchmark-fail-slower")
         self.only, self.skip = opt("--gpu-benchmark-only"), opt("--gpu-benchmark-skip")
         self.histogram = opt("--gpu-benchmark-histogram")
+        self.columns_text = opt("--gpu-benchmark-columns")
+        self.columns = DEFAULT_COLUMNS
+        self.sort = opt("--gpu-benchmark-sort")
         self.rounds = opt("--gpu-benchmark-rounds")
         self.disabled = opt("--gpu-benchmark-disable")
         self.is_worker = hasattr(config, "workerinput")
@@ -212,6 +223,10 @@ def _check_options(state: _State) -> None:
     if state.only and state.disabled:
         raise pytest.UsageError("--gpu-benchmark-only and --gpu-benchmark-disable exclude each other "
                                 "(only benchmarks would run, untimed)")
+    try:
+        state.columns = parse_columns(state.columns_text)
+    except ValueError as e:
+        raise pytest.UsageError(f"--gpu-benchmark-columns: {e}") from None
     exprs = list(state.fail_exprs)
     if state.fail_slower is not None:
         if not state.fail_slower >= 0:
@@ -381,10 +396,6 @@ _BENCH_DEFAULTS = dict(warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005, 
                        flops=None, bytes=None, name=None, peak=None, rounds=1)
 
 
-def _ratio(a: float, b: float) -> float:
-    return a / b if b > 0 else math.nan
-
-
 def _check_thresholds(result, base, thresholds):
     """Fails the test when `result` breaks a --gpu-benchmark-compare-fail threshold against the
     saved `base`, and when either cannot be trusted (the gate fails closed, never passes). The
@@ -498,7 +509,7 @@ def pytest_terminal_summary(terminalreporter, config):
         tr.write_line("disabled (--gpu-benchmark-disable): each function ran once, untimed")
         return
     if state.entries:
-        for line in summary_lines(state.entries):
+        for line in summary_lines(state.entries, state.columns, state.sort):
             tr.write_line(line)
     if state.compare_path is not None and any("baseline" in e for e in state.entries):
         tr.write_line(f"compared with {state.compare_path}")
@@ -507,46 +518,3 @@ def pytest_terminal_summary(terminalreporter, config):
             tr.write_line(note)
     for line in state.notes + state.written:
         tr.write_line(line)
-
-
-def summary_lines(entries) -> list[str]:
-    """The summary table, one block per group. Pure: entries as recorded by the fixture."""
-    from ._format import fmt, text_table
-    from ._stats import ratio_interval
-    from .bench import gate
-    from .bench.result import fmt_time, verdict
-
-    lines = []
-    notes = []  # why CUPTI timing was not used, once per distinct reason
-    groups = sorted({e["group"] or "" for e in entries})
-    with_baseline = any("baseline" in e for e in entries)
-    for group in groups:
-        headers = ["name", "median", "noise", "iterations", "mode", "clock"]
-        if with_baseline:
-            headers += ["saved", "ratio", "verdict"]
-        rows = []
-        for e in (e for e in entries if (e["group"] or "") == group):
-            r = e["result"]
-            clock = r["clock"]
-            if r.get("clock_note"):  # fell back from CUPTI: events read ~3 µs high; say so
-                if r["clock_note"] not in notes:
-                    notes.append(r["clock_note"])
-                clock = f"{clock} [{notes.index(r['clock_note']) + 1}]"
-            mode = "-" if r["clock"] == "host" else r["mode"]  # the host clock has no modes
-            row = [e["name"], fmt_time(r["median_ms"]), f"±{fmt(r['rel_noise'] * 100, 3)} %",
-                   r["iterations"], mode, clock]
-            if with_baseline:
-                b = e.get("baseline")
-                if b is None:
-                    row += ["-", "-", "new"]
-                else:
-                    low, high = ratio_interval(*gate.interval(r), b["ci_low_ms"], b["ci_high_ms"])
-                    row += [fmt_time(b["median_ms"]), f"{fmt(_ratio(r['median_ms'], b['median_ms']))}x",
-                            verdict(low, high)]
-            rows.append(row)
-        lines += text_table(headers, rows, title=f"group: {group}" if group else None).splitlines()
-        lines.append("")
-    lines += [f"[{k + 1}] {note}" for k, note in enumerate(notes)]
-    if min(e["result"].get("rounds", 1) for e in entries) <= 1:
-        lines.append(f"note: {gate.WITHIN_ONE_RUN}")
-    return lines

@@ -177,3 +177,33 @@ def test_each_rank_saves_its_file_of_a_numbered_run_and_compares_with_it(suite, 
     again = suite.runpytest("--gpu-benchmark-compare", "--gpu-benchmark-autosave")
     again.assert_outcomes(passed=3)
     again.stdout.fnmatch_lines([f"compared with {run}", "saved 2 result(s) to *0002_*.rank1.json"])
+
+
+def test_columns_and_sort_of_the_summary(suite):
+    result = suite.runpytest("--gpu-benchmark-columns=min,ops,rounds", "--gpu-benchmark-sort=min",
+                             "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["name*min*ops*rounds", "test_suite.py::test_bench_sum * 1"])
+    assert "median" not in result.stdout.str().split("gpu benchmarks")[1].split("note:")[0]
+    bad = suite.runpytest("--gpu-benchmark-columns=median,speed")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--gpu-benchmark-columns: unknown column(s) [[]'speed'[]]: choose from*"])
+
+
+def test_summary_rows_follow_the_sort():
+    from gpuprofile.bench.suite_summary import summary_lines
+
+    def entry(name, median, noise):
+        return {"name": name, "group": None, "result": {
+            "median_ms": median, "min_ms": median, "mean_ms": median, "rel_noise": noise,
+            "iterations": 10, "mode": "cold", "clock": "cupti", "rounds": 1}}
+
+    entries = [entry("a", 3.0, 0.01), entry("b", 1.0, 0.03), entry("c", 2.0, float("nan"))]
+    def names(**kw):
+        return [line.split()[0] for line in summary_lines(entries, **kw)[2:5]]
+    assert names() == ["a", "b", "c"]
+    assert names(sort="median") == ["b", "c", "a"]
+    assert names(sort="noise") == ["a", "b", "c"]  # NaN last
+    assert names(sort="ops") == ["a", "c", "b"]  # fewest operations per second first
+    lines = summary_lines(entries, columns=("median", "ops"))
+    assert lines[0].split() == ["name", "median", "ops"] and lines[2].split() == ["a", "3", "ms", "333.3"]
