@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import operator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +36,12 @@ class ProfilerAction(enum.Enum):
 
 
 def _count(name: str, value, least: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool):
         raise TypeError(f"schedule({name}=...) must be an int, got {value!r}")
+    try:
+        value = operator.index(value)  # NumPy integers too
+    except TypeError:
+        raise TypeError(f"schedule({name}=...) must be an int, got {value!r}") from None
     if value < least:
         raise ValueError(f"schedule({name}=...) must be >= {least}, got {value}")
     return value
@@ -57,7 +62,7 @@ class Schedule:
     def __post_init__(self):
         for name, least in (("wait", 0), ("warmup", 0), ("active", 1), ("repeat", 0),
                             ("skip_first", 0)):
-            _count(name, getattr(self, name), least)
+            object.__setattr__(self, name, _count(name, getattr(self, name), least))
 
     @property
     def cycle(self) -> int:
@@ -65,7 +70,7 @@ class Schedule:
         return self.wait + self.warmup + self.active
 
     def __call__(self, step: int) -> ProfilerAction:
-        _count("step", step, 0)
+        step = _count("step", step, 0)
         if step < self.skip_first:
             return ProfilerAction.NONE
         step -= self.skip_first

@@ -43,6 +43,13 @@ def test_schedule_arguments_are_checked(kwargs, error, match):
         gp.schedule(**kwargs)
 
 
+def test_numpy_integers_are_ints():
+    np = pytest.importorskip("numpy")
+    s = gp.schedule(wait=np.int64(1), warmup=np.int32(0), active=np.uint8(2))
+    assert (s.wait, s.active) == (1, 2) and type(s.wait) is int
+    assert s(np.int64(2)) is ProfilerAction.RECORD_AND_SAVE
+
+
 def test_schedule_takes_keywords_and_step_numbers_from_zero():
     with pytest.raises(TypeError):
         gp.schedule(1, 1, 3)  # keyword-only, as torch.profiler.schedule
