@@ -8,6 +8,7 @@ import numpy  # noqa: F401  (inline pytester runs drop modules they import; nump
 import pytest
 
 import gpuprofile as gp
+from gpuprofile.bench.storage import machine_id, machine_info
 
 pytestmark = pytest.mark.gpu
 pytest_plugins = ["pytester"]
@@ -16,6 +17,7 @@ SUITE = """
 import os
 import pytest
 import gpuprofile as gp
+from gpuprofile.bench.storage import machine_id, machine_info
 
 NS = int(os.environ.get("SPIN_NS", "200000"))
 
@@ -33,7 +35,7 @@ def test_runs_carry_the_gpu_and_a_slower_kernel_fails_the_gate(pytester, monkeyp
     first.stdout.fnmatch_lines(["test_spin.py::test_spin * hot *"])  # a device clock: its mode
     (folder,) = (pytester.path / ".gpu_benchmarks").iterdir()
     name = gp.device_info().name
-    assert folder.name.endswith(name.replace(" ", "_"))
+    assert folder.name == machine_id(machine_info()) and "no_gpu" not in folder.name
     (run,) = folder.iterdir()
     data = json.loads(run.read_text())
     info = data["machine_info"]
