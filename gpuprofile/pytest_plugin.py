@@ -113,7 +113,7 @@ class _State:
         self.save = None  # the file this run is saved to
         self.compare_path = None  # the saved run compared with
         self.notes: list = []  # lines for the summary (a compare with nothing to compare, ...)
-        self.written: list = []  # (what, path) written at the end, for the summary
+        self.written: list = []  # what was written at the end, for the summary
         self.machine = self.commit = self.date = None
         self.entries = []  # {"name", "test", "group", "result", "baseline"}: JSON-ready
         self._baseline = None
@@ -262,7 +262,8 @@ def _resolve_compare(state: _State) -> None:
         path = rank_path(path)
     state.compare_path = path
     if not state.is_worker:
-        _read(path)  # a bad file is a usage error up front, not one per test
+        data = _read(path)  # a bad file is a usage error up front, not one per test
+        state.baseline_machine = data.get("machine_info")  # under xdist only workers read it later
 
 
 def _is_path(spec: str) -> bool:

@@ -207,3 +207,18 @@ def test_summary_rows_follow_the_sort():
     assert names(sort="ops") == ["a", "c", "b"]  # fewest operations per second first
     lines = summary_lines(entries, columns=("median", "ops"))
     assert lines[0].split() == ["name", "median", "ops"] and lines[2].split() == ["a", "3", "ms", "333.3"]
+
+
+def test_a_saved_run_of_another_gpu_is_noted(suite):
+    base = suite.path / "base.json"
+    suite.runpytest(f"--gpu-benchmark-save={base}").assert_outcomes(passed=3)
+    data = saved(base)
+    data["machine_info"]["gpu"], data["machine_info"]["nvidia_driver"] = "Other GPU", "999.1"
+    base.write_text(json.dumps(data))
+    result = suite.runpytest(f"--gpu-benchmark-compare={base}")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["note: the saved run was measured with gpu Other GPU, nvidia_driver "
+                                 "999.1, *; this run with gpu *"])
+    suite.runpytest(f"--gpu-benchmark-save={base}").assert_outcomes(passed=3)
+    same = suite.runpytest(f"--gpu-benchmark-compare={base}")
+    assert "note: the saved run was measured with" not in same.stdout.str()
