@@ -10,7 +10,7 @@ Importing never touches the GPU, the driver or CUPTI; NumPy is imported on first
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 try:
     from . import _C  # noqa: F401  (fail early with a useful message)
@@ -109,15 +109,36 @@ def stats(name: str) -> RegionStats:
     return _stats(name)
 
 
+@overload
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True, python_stacks=False) -> Profile:
+            regions: bool = True, stream_attribution: bool = True, python_stacks=False,
+            schedule: None = None, on_trace_ready: None = None) -> Profile: ...
+@overload
+def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
+            regions: bool = True, stream_attribution: bool = True, python_stacks=False, *,
+            schedule: Schedule, on_trace_ready: Callable[[ScheduledProfile], object] | None = None,
+            ) -> ScheduledProfile: ...
+@overload
+def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
+            regions: bool = True, stream_attribution: bool = True, python_stacks=False, *,
+            schedule: Schedule | None = None, on_trace_ready: Callable[[ScheduledProfile], object],
+            ) -> ScheduledProfile: ...
+def profile(kernels=True, memcpy=True, memset=True, memory=True, regions=True,
+            stream_attribution=True, python_stacks=False, schedule=None, on_trace_ready=None):
     """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
     (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
-    gpuprofile.tracing.profile.profile."""
+    gpuprofile.tracing.profile.profile. With schedule=gpuprofile.schedule(wait=, warmup=,
+    active=) and/or on_trace_ready=fn, as torch.profiler: a ScheduledProfile that traces the
+    active steps between p.step() calls (gpuprofile.tracing.schedule)."""
+    flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
+                 stream_attribution=stream_attribution, python_stacks=python_stacks)
+    if schedule is not None or on_trace_ready is not None:
+        from .tracing.schedule import scheduled
+
+        return scheduled(schedule, on_trace_ready, **flags)
     from .tracing.profile import profile as _profile
 
-    return _profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                    stream_attribution=stream_attribution, python_stacks=python_stacks)
+    return _profile(**flags)
 
 
 def report() -> Report:
@@ -146,12 +167,15 @@ _LAZY = {
     "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
     "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result", "do_bench": "bench.do_bench",
     "Comparison": "bench.result", "compare": "bench.result", "Stream": "bench.streams",
+    "schedule": "tracing.schedule", "ProfilerAction": "tracing.schedule",
     "merge_traces": "tracing.merge", "TraceFileError": "tracing.merge", "rank_info": "distributed",
 }
 _LAZY_MODULES = ("distributed",)  # gp.distributed: rank awareness (docs/distributed.md)
 
 
 if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step with _LAZY)
+    from collections.abc import Callable
+
     import numpy
 
     from . import distributed as distributed
@@ -178,6 +202,9 @@ if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step 
     from .tracing.merge import TraceFileError as TraceFileError
     from .tracing.merge import merge_traces as merge_traces
     from .tracing.profile import Profile
+    from .tracing.schedule import ProfilerAction as ProfilerAction
+    from .tracing.schedule import Schedule, ScheduledProfile
+    from .tracing.schedule import schedule as schedule
 
 
 def __getattr__(name: str):

@@ -484,11 +484,11 @@ class Profile:
                     "region": region, "region_labels": labels}
         return self._cached("codes", build)
 
-    def summary(self) -> Summary:
+    def summary(self, sort_by: str = "total_ms", row_limit: int | None = None) -> Summary:
         """Kernels grouped by name and by region: calls, total/mean/min/max GPU time, share of the
         GPU busy time, mean theoretical occupancy and its usual limiter; GPU idle time between a
         region's kernels; memory peaks of memory=True regions. With concurrent kernels the
-        shares of busy time add up to more than 100%."""
+        shares of busy time add up to more than 100%. sort_by and row_limit: Summary.sorted()."""
         w = self._stopped()
         k = self.kernels
         busy = sum(busy_ns(k["start_ns"][k["device"] == d], k["end_ns"][k["device"] == d])
@@ -506,7 +506,7 @@ class Profile:
             memory_by_region=mem_rows, kernels=len(k), kernel_ms=int(k["duration_ns"].sum()) / 1e6,
             busy_ms=busy / 1e6, span_ms=(w.t1 - w.t0) / 1e6, dropped=self.dropped,
             partial=w.partial, notes=self._other_stream_notes(),
-        )
+        ).sorted(sort_by, row_limit)
 
     def region_spans(self) -> np.ndarray:
         """One row per region record with traced work: record (its index in
