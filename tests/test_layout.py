@@ -173,3 +173,20 @@ def test_c_never_imports_gpuprofile_by_name():
     would tie the core to the package layout and to import order."""
     pattern = re.compile(r'PyImport_\w+\(\s*"gpuprofile')
     assert [str(p.relative_to(ROOT)) for p in _c_files() if pattern.search(p.read_text())] == []
+
+
+def test_results_folder_matches_its_index_and_the_docs():
+    """docs/results/ keeps one file per measurement a doc cites (issue 24): its README indexes
+    every entry, and every entry is named in a doc other than the index (a rerun replaces the
+    file it repeats; git history keeps the older one)."""
+    results = ROOT / "docs" / "results"
+    entries = {p.name for p in results.iterdir() if p.name != "README.md"}
+    index = (results / "README.md").read_text()
+    first_cells = [line.split("|")[1] for line in index.splitlines() if line.startswith("| `")]
+    indexed = {name.rstrip("/") for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
+    assert indexed - entries == set(), "the index names files that are gone"
+    assert entries - indexed == set(), "index these in docs/results/README.md"
+    docs = "\n".join(
+        p.read_text() for p in [*(ROOT / "docs").glob("*.md"), *(ROOT / "kernels").rglob("*.md")]
+    )
+    assert {name for name in entries if name not in docs} == set(), "no doc names these"
