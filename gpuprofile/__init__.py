@@ -31,7 +31,9 @@ except ImportError as exc:  # pragma: no cover - depends on how the package was 
         "gpuprofile from a complete source tree (docs/install.md); please report it if it persists."
     ) from exc
 
-from . import _moved, kernels, nvtx
+import sys as _sys
+
+from . import kernels, nvtx
 from ._C import (
     CudaError,
     CuptiError,
@@ -47,7 +49,8 @@ from ._version import __version__ as __version__
 from .device import DeviceInfo, device_count, device_info
 from .tracing import memory
 
-_moved.install(__name__)
+# gp.memory is public; `import gpuprofile.memory` gives the same module as the attribute.
+_sys.modules[f"{__name__}.memory"] = memory
 
 _C._set_foreign_profiler_check(_torch_profiler_holds_cupti)
 

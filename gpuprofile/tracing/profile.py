@@ -1,5 +1,4 @@
-"""gpuprofile.profile(): CUPTI activity tracing of what the GPU ran (gpuprofile.tracing.profile;
-the old path gpuprofile.profiling still imports it).
+"""gpuprofile.profile(): CUPTI activity tracing of what the GPU ran (gpuprofile.tracing.profile).
 
     with gpuprofile.profile() as p:      # or p = gpuprofile.profile(); p.start(); ...; p.stop()
         with gpuprofile.region("attn"):
@@ -104,8 +103,8 @@ def _set_region(out, region_record, region_names, rule=None) -> None:
 
 
 def build_kernels(raw, names, region_record, region_names, limits_of, rule=None) -> np.ndarray:
-    """The kernels array from raw records (gpuprofile._activity.KERNEL_RAW); `rule` says which
-    attribution rule found each region_record (gpuprofile._attribution). Pure."""
+    """The kernels array from raw records (gpuprofile.tracing.activity.KERNEL_RAW); `rule` says which
+    attribution rule found each region_record (gpuprofile.tracing.attribution). Pure."""
     out = np.zeros(len(raw), KERNEL_DTYPE)  # np.empty fills object fields slowly
     table = np.asarray(list(names) + ["<unknown kernel>"], dtype=object)
     ids = raw["name_id"].astype(np.int64)
