@@ -9,10 +9,10 @@ import pytest
 
 import gpuprofile as gp
 from gpuprofile import _foreign
-from gpuprofile.tracing import activity as _activity
-from gpuprofile.tracing import attribution as _attribution
 from gpuprofile._format import Label, html_table, short_name, text_table
 from gpuprofile.pytest_plugin import summary_lines
+from gpuprofile.tracing import activity as _activity
+from gpuprofile.tracing import attribution as _attribution
 
 
 def _ext(pairs):

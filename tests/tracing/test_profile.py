@@ -10,10 +10,10 @@ import types
 import numpy as np
 import pytest
 import synthetic as S
-from gpuprofile.tracing.activity import KERNELS, MEMORY, REGIONS, Collector
 
 import gpuprofile as gp
 from gpuprofile.tracing import activity as _activity
+from gpuprofile.tracing.activity import KERNELS, MEMORY, REGIONS, Collector
 
 
 class FakeC:
