@@ -9,7 +9,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 build_cuda_home: str
 build_cuda_version: int
-ATTENTION_MAX_VARIANT: int
+ATTENTION_IMPLS: tuple[dict[str, Any], ...]
 
 # ---- errors (csrc/core/errors.c) ----------------------------------------------------------------
 class GpuProfileError(RuntimeError): ...
