@@ -148,7 +148,7 @@ _LAZY = {
     "release_cubins": "counters.stalls", "sample": "counters.sample",
     "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
     "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result", "do_bench": "bench.do_bench",
-    "Comparison": "bench.result", "compare": "bench.result", "Stream": "bench.streams",
+    "Comparison": "bench.result", "compare": "bench.result", "Stream": "streams",
     "merge_traces": "tracing.merge", "TraceFileError": "tracing.merge", "rank_info": "distributed",
 }
 _LAZY_MODULES = ("distributed",)  # gp.distributed: rank awareness (docs/distributed.md)
@@ -163,7 +163,6 @@ if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step 
     from .bench.result import BenchmarkResult as BenchmarkResult
     from .bench.result import Comparison as Comparison
     from .bench.result import compare as compare
-    from .bench.streams import Stream as Stream
     from .counters.catalog import list_chips as list_chips
     from .counters.catalog import list_metrics as list_metrics
     from .counters.metrics import metric_passes as metric_passes
@@ -178,6 +177,7 @@ if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step 
     from .counters.stalls import stalls as stalls
     from .distributed import rank_info as rank_info
     from .regions import RegionStats, Report
+    from .streams import Stream as Stream
     from .tracing.merge import TraceFileError as TraceFileError
     from .tracing.merge import merge_traces as merge_traces
     from .tracing.profile import Profile

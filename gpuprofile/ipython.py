@@ -152,7 +152,7 @@ class GpuProfileMagics(Magics):
             if device_count() == 0:
                 raise UsageError("--mode graph needs a CUDA device "
                                  f"({_C._cuda_status()['reason'] or 'none found'})")
-            from .bench.streams import Stream
+            from .streams import Stream
 
             namespace["stream"] = Stream()
         try:

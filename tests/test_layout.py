@@ -141,6 +141,17 @@ def test_the_core_depends_on_no_wing():
     assert {d for deps in core.values() for d in deps if not d.startswith("csrc/core/")} == set()
 
 
+def test_wings_meet_only_in_the_core_and_regions():
+    """A C wing includes the core, the kernels' C ABI and, where it attributes work to regions,
+    the regions wing; never another wing (issue 24 moved the driver-context helpers that tracing
+    took from counters into the core)."""
+    wings = ("csrc/bench/", "csrc/tracing/", "csrc/counters/", "csrc/workloads/", "csrc/regions/")
+    crossing = {(u, d) for u, deps in c_graph().items() for d in deps
+                for w in wings if u.startswith(w) and not d.startswith(w)
+                and not d.startswith(("csrc/core/", "csrc/regions/", "kernels/"))}
+    assert crossing == set()
+
+
 def test_cycle_finder_on_a_small_graph():
     graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"c"}, "e": {"a"}}
     assert cycles(graph) == [["a", "b"], ["c", "d"]]
