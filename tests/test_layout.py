@@ -20,8 +20,6 @@ MAX_LINES = 600
 OVERSIZED: dict = {
     "csrc/bench/bench.c": "the BenchRunner type: one batch loop with its gate, flush, events, "
     "device syncs for work on other streams and the re-entry guard; one concern, read top to bottom",
-    "gpuprofile/tracing/profile.py": "Profile holds collection, record shaping and results (region "
-    "spans among them); record shaping is to move to its own module (issue 24)",
 }
 
 

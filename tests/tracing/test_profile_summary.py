@@ -8,7 +8,8 @@ import pytest
 import synthetic as S
 
 from gpuprofile.tracing.activity import EXTCORR_RAW, KERNEL_RAW, attribute
-from gpuprofile.tracing.profile import Profile, build_kernels, kernel_occupancy
+from gpuprofile.tracing.profile import Profile
+from gpuprofile.tracing.shaping import build_kernels, kernel_occupancy
 from gpuprofile.tracing.summary import (
     busy_ns,
     factorize,
