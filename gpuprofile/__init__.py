@@ -112,17 +112,6 @@ def stats(name: str) -> RegionStats:
     return _stats(name)
 
 
-def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True, python_stacks=False) -> Profile:
-    """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
-    (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
-    gpuprofile.tracing.profile.profile."""
-    from .tracing.profile import profile as _profile
-
-    return _profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                    stream_attribution=stream_attribution, python_stacks=python_stacks)
-
-
 def report() -> Report:
     """A Report table of every region name; print() it or show it in a notebook."""
     from .regions import report as _report
@@ -138,7 +127,8 @@ def load_ipython_extension(ipython):
     _load(ipython)
 
 
-# Hardware counters (gpuprofile/counters/) and the benchmark helper (gpuprofile/bench/): loaded
+# Hardware counters (gpuprofile/counters/), the benchmark helper (gpuprofile/bench/) and tracing
+# (gpuprofile/tracing/, whose profile() takes the options of tracing/options.py): loaded
 # on first use, so `import gpuprofile` stays fast. See docs/counters.md and docs/benchmark.md.
 _LAZY = {
     "metrics": "counters.metrics", "metric_passes": "counters.metrics",
@@ -149,7 +139,8 @@ _LAZY = {
     "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
     "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result", "do_bench": "bench.do_bench",
     "Comparison": "bench.result", "compare": "bench.result", "Stream": "streams",
-    "merge_traces": "tracing.merge", "TraceFileError": "tracing.merge", "rank_info": "distributed",
+    "profile": "tracing.profile", "merge_traces": "tracing.merge", "TraceFileError": "tracing.merge",
+    "rank_info": "distributed",
 }
 _LAZY_MODULES = ("distributed",)  # gp.distributed: rank awareness (docs/distributed.md)
 
@@ -180,7 +171,7 @@ if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step 
     from .streams import Stream as Stream
     from .tracing.merge import TraceFileError as TraceFileError
     from .tracing.merge import merge_traces as merge_traces
-    from .tracing.profile import Profile
+    from .tracing.profile import profile as profile
 
 
 def __getattr__(name: str):
@@ -202,6 +193,6 @@ def __dir__():
 
 __all__ = [
     "CudaError", "CuptiError", "DeviceInfo", "GpuProfileError", "NoDeviceError", "device_count",
-    "device_info", "disable", "enable", "is_enabled", "kernels", "memory", "nvtx", "profile",
+    "device_info", "disable", "enable", "is_enabled", "kernels", "memory", "nvtx",
     "records", "region", "report", "reset", "stats", *_LAZY, *_LAZY_MODULES,
 ]

@@ -27,6 +27,7 @@ from . import pylines
 from .activity import API, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
 from .attribution import attribute, combine, region_intervals
 from .occupancy import limits_for
+from .options import OPTIONS_HELP, SIGNATURE, ProfileOptions
 from .shaping import build_kernels, build_memcpy, build_memset, copy_record_ids, enqueue_order
 from .summary import Summary, busy_ns, factorize, group_rows, region_rows
 from .timeline import build_timeline, region_memory
@@ -39,27 +40,19 @@ class Profile:
     process, on every device and stream. See the module docstring; build it with
     gpuprofile.profile()."""
 
-    def __init__(self, kernels: bool = True, memcpy: bool = True, memset: bool = True,
-                 memory: bool = True, regions: bool = True, stream_attribution: bool = True,
-                 python_stacks=False):
-        flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                     stream_attribution=stream_attribution)
-        for key, value in flags.items():
-            if not isinstance(value, bool):
-                raise TypeError(f"profile({key}=...) must be True or False, got {value!r}")
+    def __init__(self, *args, **kwargs):
+        """profile()'s arguments, or one ProfileOptions (tracing/options.py checks them)."""
+        self.options = options = ProfileOptions.of(*args, **kwargs)
         bits = {"kernels": KERNELS, "memcpy": MEMCPY, "memset": MEMSET, "memory": MEMORY}
-        self.mask = sum(bit for key, bit in bits.items() if flags[key])
-        if not self.mask:
-            raise ValueError("profile(): nothing to record (kernels, memcpy, memset and memory "
-                             "are all False)")
-        if regions and self.mask & (KERNELS | MEMCPY | MEMSET):
+        self.mask = sum(bit for key, bit in bits.items() if getattr(options, key))
+        if options.regions and self.mask & (KERNELS | MEMCPY | MEMSET):
             self.mask |= REGIONS
-        self.stream_attribution = stream_attribution and bool(self.mask & REGIONS)
-        self.python_stacks = pylines.mode_of(python_stacks)
+        self.stream_attribution = options.stream_attribution and bool(self.mask & REGIONS)
+        self.python_stacks = options.python_stacks
         if self.python_stacks and self.mask & (KERNELS | MEMCPY | MEMSET):
             self.mask |= API  # the launches' API records: which runtime call each driver call is in
         self.python_lines: pylines.PyLines | None = None
-        self.kinds = [k for k, v in flags.items() if v]
+        self.kinds = options.kinds
         self.state = "new"
         self.errors: list = []
         self._window: Window | None = None
@@ -518,22 +511,14 @@ def running() -> Profile | None:
     return _running
 
 
-def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True,
-            python_stacks=False) -> Profile:
-    """Trace the GPU: `with gpuprofile.profile() as p:` or p.start() / p.stop().
+def profile(*args, **kwargs) -> Profile:
+    return Profile(*args, **kwargs)
 
-    kernels, memcpy, memset: record each kernel / copy / set with its timing and launch details;
-    memory: record device allocations and frees (p.memory timeline, region peaks); regions:
-    attribute each kernel, copy and set to the innermost gpuprofile region open at launch (this
-    also records CUDA API activity, which adds host cost per call); stream_attribution: also
-    attribute work that other threads enqueue on a region's stream while it is open (autograd's
-    backward), by the order of CUDA calls on that stream (see docs/tracing.md); False keeps
-    only the launching thread's rule; python_stacks: True or "line" notes the user's Python line
-    that launched each kernel, copy and set (p.by_line(), python_line columns), "stack" the whole
-    Python stack too (p.export_collapsed_stacks()). Needs a device and CUPTI;
-    raises CuptiError if another profiler holds CUPTI, GpuProfileError if a profile is already
-    recording."""
-    return Profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                   stream_attribution=stream_attribution, python_stacks=python_stacks)
 
+profile.__signature__ = SIGNATURE  # type: ignore[attr-defined]  # one definition: options.py
+profile.__doc__ = f"""Trace the GPU: `with gpuprofile.profile() as p:` or p.start() / p.stop().
+
+    {OPTIONS_HELP}.
+
+    Needs a device and CUPTI; raises CuptiError if another profiler holds CUPTI, GpuProfileError
+    if a profile is already recording."""
