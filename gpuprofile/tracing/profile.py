@@ -35,6 +35,49 @@ from .timeline import build_timeline, region_memory
 _running = None  # the profile collecting now: profiles do not nest
 
 
+class _Activity:
+    """A profile's collector of CUPTI activity records (tracing/activity.py's Collector)."""
+
+    def __init__(self, mask: int):
+        self.collector = Collector(mask, "gpuprofile.profile()")
+
+    def start(self) -> None:
+        self.collector.start()
+
+    def stop(self) -> None:
+        self.collector.stop(wait=True)
+
+    def take(self, profile: Profile) -> None:
+        profile._window = self.collector.window
+
+    def abort(self) -> None:
+        if self.collector.running:
+            self.collector.stop(wait=False)
+
+
+class _PythonLines:
+    """A profile's collector of the Python line (or stack) of each launch (tracing/pylines.py)."""
+
+    def __init__(self, mode: str):
+        self.mode = mode
+
+    def start(self) -> None:
+        _C._pylines_start(self.mode == "stack", pylines.excluded_prefixes())
+
+    def stop(self) -> None:
+        _C._pylines_stop()
+
+    def take(self, profile: Profile) -> None:
+        raw = _C._pylines_take()
+        profile.python_lines = pylines.PyLines.from_raw(self.mode, raw)
+        if raw["lost"]:
+            profile.errors.append(f"{raw['lost']} Python-line notes lost (no memory)")
+
+    def abort(self) -> None:  # both are no-ops when the notes are off
+        _C._pylines_stop()
+        _C._pylines_take()
+
+
 class Profile:
     """CUPTI activity trace of everything the GPU ran between start() and stop(), in this
     process, on every device and stream. See the module docstring; build it with
@@ -59,8 +102,18 @@ class Profile:
         self._records = None
         self._cache: dict = {}
         self._limits: dict = {}
+        self._running_collectors: list = []
 
     # ---- collection ---------------------------------------------------------------------------
+
+    def _collectors(self) -> list:
+        """What this profile collects, in start order: CUPTI's activity (the kinds asked for,
+        the region and API records attribution needs, the memory timeline: one CUPTI
+        collector), then the Python lines of launches when asked for."""
+        collectors: list = [_Activity(self.mask)]
+        if self.python_stacks:
+            collectors.append(_PythonLines(self.python_stacks))
+        return collectors
 
     def start(self) -> Profile:
         global _running
@@ -71,55 +124,50 @@ class Profile:
             raise _C.GpuProfileError("gpuprofile.profile() cannot nest: another profile is "
                                      "recording; stop it first (gpuprofile.tracing.profile.running() "
                                      "returns it; memory.track() may nest)")
-        collector = Collector(self.mask, "gpuprofile.profile()")
+        collectors = self._collectors()
         try:
-            collector.start()
-            if self.python_stacks:
-                _C._pylines_start(self.python_stacks == "stack", pylines.excluded_prefixes())
+            for collector in collectors:
+                collector.start()
         except BaseException:  # Ctrl-C included, even one raised just after a start returned
-            self._undo_start(collector)
+            for collector in reversed(collectors):
+                with contextlib.suppress(Exception):  # the start's own error is the one to see
+                    collector.abort()
             raise
-        self._collector = collector  # plain stores: no signal is raised between them
+        self._running_collectors = collectors  # plain stores: no signal is raised between them
         _running = self
         self.state = "running"
         return self
 
-    def _undo_start(self, collector) -> None:
-        steps = [_C._pylines_stop, _C._pylines_take] if self.python_stacks else []  # no-ops if off
-        for step in steps + ([lambda: collector.stop(wait=False)] if collector.running else []):
-            with contextlib.suppress(Exception):  # the start's own error is the one to see
-                step()
-
     def stop(self) -> Profile:
         """Waits for the GPU, collects the records and stops tracing. Ctrl-C during the wait
-        leaves a partial result (p.partial) and re-raises."""
+        leaves a partial result (p.partial) and re-raises.
+
+        One error path: every collector is stopped (in reverse start order: the activity
+        flush, which brings the launches' API records, comes after the Python lines stopped)
+        and then taken, whatever failed before; the first failure is raised at the end."""
         global _running
         if self.state != "running":
             raise _C.GpuProfileError(f"profile.stop(): the profile is {self.state}, not running")
-        try:
+        collectors, self._running_collectors = self._running_collectors, []
+        steps = [c.stop for c in reversed(collectors)] + [(lambda c=c: c.take(self))
+                                                          for c in collectors]
+        first = None
+        for step in steps:
             try:
-                if self.python_stacks:
-                    _C._pylines_stop()
-            finally:  # the activity kinds are released whatever happened to the Python lines
-                try:
-                    self._collector.stop(wait=True)
-                finally:  # after the flush, which brings the launches' API records
-                    if self.python_stacks:
-                        raw = _C._pylines_take()
-                        self.python_lines = pylines.PyLines.from_raw(self.python_stacks, raw)
-                        if raw["lost"]:
-                            self.errors.append(f"{raw['lost']} Python-line notes lost (no memory)")
-        finally:
-            _running = None
-            self.state = "stopped"
-            self._window = self._collector.window
-            self._collector = None
-            self._snapshot_regions()
-            if self._window is not None:
-                self.errors += self._window.errors
-                if self._window.chunk.dropped:
-                    warnings.warn(f"gpuprofile.profile: CUPTI dropped {self._window.chunk.dropped} "
-                                  "activity records (buffers full)", RuntimeWarning, stacklevel=3)
+                step()
+            except BaseException as exc:  # Ctrl-C too: the remaining steps still run
+                if first is None:
+                    first = exc
+        _running = None
+        self.state = "stopped"
+        self._snapshot_regions()
+        if self._window is not None:
+            self.errors += self._window.errors
+            if self._window.chunk.dropped:
+                warnings.warn(f"gpuprofile.profile: CUPTI dropped {self._window.chunk.dropped} "
+                              "activity records (buffers full)", RuntimeWarning, stacklevel=3)
+        if first is not None:
+            raise first
         return self
 
     def __enter__(self) -> Profile:
