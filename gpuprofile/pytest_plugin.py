@@ -23,11 +23,13 @@ import os
 
 import pytest
 
+from .bench.options import NAMES
+
 _OUTPUT_KEY = "gpuprofile_benchmarks"  # in xdist's workeroutput
 _FILE_VERSION = 1
-# Keywords of gpu_benchmark(...) that configure the benchmark; every other keyword goes to fn.
-_OPTIONS = frozenset({"warmup", "min_time", "max_time", "max_noise", "min_iters", "max_iters",
-                      "flush_l2", "mode", "stream", "flops", "bytes", "clock", "peak", "rounds"})
+# Keywords of gpu_benchmark(...) that configure the benchmark (benchmark's options but its name,
+# which the fixture gives); every other keyword goes to fn.
+_OPTIONS = NAMES - {"name"}
 
 
 def pytest_addoption(parser):
@@ -191,7 +193,7 @@ class GpuBenchmarkFixture:
         value = fn(*call_args, **(call_kwargs or {}))
         if self._state.disabled:
             return value
-        merged = {**_BENCH_DEFAULTS, "rounds": self._state.rounds, **self._defaults, **options}
+        merged = {"rounds": self._state.rounds, **self._defaults, **options}
         merged.update(min_iters=rounds, max_iters=rounds, min_time=0.0, max_time=math.inf,
                       warmup=0.0, name=self._next_name(), fixed=True, warmup_iters=warmup_rounds)
         self._record(run(fn, tuple(args), kwargs, make_options(**merged), setup=setup))
@@ -214,11 +216,6 @@ class GpuBenchmarkFixture:
 
 
 # gpuprofile.benchmark's defaults, for pedantic() which builds its options itself.
-_BENCH_DEFAULTS = dict(warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005, min_iters=10,
-                       max_iters=1_000_000, flush_l2=None, mode="cold", clock="auto", stream=None,
-                       flops=None, bytes=None, name=None, peak=None, rounds=1)
-
-
 def _ratio(a: float, b: float) -> float:
     return a / b if b > 0 else math.nan
 
