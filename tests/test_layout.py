@@ -1,6 +1,7 @@
 """The layout rules of docs/architecture.md, checked from the sources (no build needed):
-no include cycle between C units, no import cycle between Python modules, no source file over
-MAX_LINES lines.
+no include cycle between C units, no import cycle between Python modules, no C wing including
+another, no source file over MAX_LINES lines without a written reason (OVERSIZED), and a
+docs/results/ folder that matches its index and the docs.
 
 A C unit is a .c file with its header (csrc/regions/regions.c and .h are one unit), so
 activity.c including attribution.h while attribution.c includes activity.h is a cycle. Python
