@@ -30,13 +30,13 @@ import os
 
 import pytest
 
+from .bench.options import DEFAULTS, NAMES
 from .bench.suite_summary import COLUMNS, DEFAULT_COLUMNS, SORTS, parse_columns, summary_lines
 
 _OUTPUT_KEY = "gpuprofile_benchmarks"  # in xdist's workeroutput
 _FILE_VERSION = 1
 # Keywords of gpu_benchmark(...) that configure the benchmark; every other keyword goes to fn.
-_OPTIONS = frozenset({"warmup", "min_time", "max_time", "max_noise", "min_iters", "max_iters",
-                      "flush_l2", "mode", "stream", "flops", "bytes", "clock", "peak", "rounds"})
+_OPTIONS = NAMES - {"name"}
 
 
 def pytest_addoption(parser):
@@ -391,10 +391,8 @@ class GpuBenchmarkFixture:
             _check_thresholds(result, entry["baseline"], self._state.thresholds)
 
 
-# gpuprofile.benchmark's defaults, for pedantic() which builds its options itself.
-_BENCH_DEFAULTS = dict(warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005, min_iters=10,
-                       max_iters=1_000_000, flush_l2=None, mode="cold", clock="auto", stream=None,
-                       flops=None, bytes=None, name=None, peak=None, rounds=1)
+# gpuprofile.benchmark's defaults (bench/options.py), for pedantic() which builds its options itself.
+_BENCH_DEFAULTS = DEFAULTS
 
 
 def _check_thresholds(result, base, thresholds):

@@ -6,8 +6,8 @@
 # to pytest (e.g. -x).
 #
 # What runs, and what is left out:
-#   tests/kernels/test_attention_gpu.py   the attention kernels (naive, flash, flash_tc and its
-#                                         variants), every dtype, head_dim and edge shape
+#   tests/kernels/test_attention_gpu.py   the attention kernels (naive, flash in both its versions,
+#                                         flash_tc), every dtype, head_dim and edge shape
 #   tests/kernels/test_harness_kernels_gpu.py  every harness kernel once: spin, empty, probe,
 #                                         copy/ffma/mma/chase workloads, read/L2 flush/gate (through
 #                                         benchmark in each mode), the SM clock probe

@@ -189,7 +189,7 @@ def test_fn_raising_mid_run_releases_the_gate(exc):
 def test_fn_that_synchronizes_is_timed_without_the_gate():
     def spin_and_sync():
         kernels.spin(20_000)
-        _C._bench_stream_synchronize(None)
+        _C._stream_synchronize(None)
 
     r = gp.benchmark(spin_and_sync, max_time=2)
     assert not r.gated and r.tainted_batches == 2  # two gate timeouts, then no gate
