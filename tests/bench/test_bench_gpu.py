@@ -83,14 +83,16 @@ def test_work_on_a_side_stream_is_timed_by_cupti():
         # the GPU time of one call: cuBLAS's workspace memset and the GEMM
         return (int(p.kernels["duration_ns"].sum()) + int(p.memset["duration_ns"].sum())) / 20 / 1e3
 
-    # work off the benchmark's stream is timed one call between device syncs; the same GEMM
-    # after an idle gap ran 4.6 % longer than back to back (175.0 against 167.2 us, H200,
-    # 2026-11-26), so the truth is taken the same way: each call followed by a device sync
+    # work off the benchmark's stream is timed one call between device syncs, each call after
+    # the GPU idled while the benchmark took its records: the same GEMM then ran 4.5-4.6 % longer
+    # than in a loop of calls (175.0 against 167.2 us back to back, 177.3 against 169.7 us with
+    # a sync after each call; H200, 2026-11-26, two runs; a third was within 3 %). The
+    # measurement is of that GEMM after an idle GPU: within 6 %, and never below the truth.
     truth = truth_us(sync_each=True)
     r = gp.benchmark(f, mode="hot", max_time=1)
     assert r.clock == "cupti" and not r.gated and "other than the benchmark's" in r.clock_note, repr(r)
     assert r.event_median_ms is None
-    assert r.median_us == pytest.approx(truth, rel=0.03), (r.median_us, truth)
+    assert truth * 0.97 <= r.median_us <= truth * 1.06, (r.median_us, truth)
     # cold (L2 flushed first): no overlap with the flush any more (it read 244 us against 170
     # when the flush ran beside the GEMM); a cold GEMM read 3.2 % over the warm truth (H200)
     cold = gp.benchmark(f, max_time=1)
