@@ -12,9 +12,15 @@ for the other listed ones as they are (their code there is a stub the launcher n
 
 GPUPROFILE_WERROR=1 turns compiler warnings into errors for our C sources (csrc/; CI sets it, so
 that an undeclared function or a bad conversion never reaches a user); nvcc's kernels are not
-affected. GPUPROFILE_KERNEL_CACHE=DIR keeps the compiled kernels in DIR (in a folder per set of
-nvcc flags) instead of the build's temporary folder, so builds for several Pythons compile them
-once (tools/test_pythons.sh); an object is reused while it is newer than its sources.
+affected.
+
+Rebuilds compile only what changed, also under pip: pip gives every build a fresh temporary
+folder, so the objects live in the source tree's build/ instead, one folder per compiler and
+flags (build/c/<python>-<hash> for the C sources, build/kernels/<hash> for the kernels), and an
+object is reused while it is newer than its source and every header. GPUPROFILE_KERNEL_CACHE=DIR
+puts the kernel folders in DIR instead, so that several copies of the tree share them
+(tools/test_pythons.sh). `--build-temp` given to build_ext is used as it is. The build says what
+it compiles and what it reuses (pip shows it with -v).
 
 A source tree without its kernels or the C++ shim (an sdist built without MANIFEST.in was one)
 fails here with the missing paths, and a built module that leaves one of our symbols (gp_*,
@@ -126,8 +132,27 @@ def gencode_flags(specific=None):
     return flags
 
 
+def up_to_date(target, deps):
+    """Whether `target` exists and is newer than every file of `deps`."""
+    try:
+        built = os.path.getmtime(target)
+    except OSError:
+        return False
+    return max(map(os.path.getmtime, deps)) < built
+
+
+def flags_key(*parts):
+    """A short name for a set of compiler flags: objects built with other flags never mix."""
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
 class BuildExt(build_ext):
-    """Compile kernels/**/*.cu with nvcc (in parallel), then link them into the C extension."""
+    """Compile kernels/**/*.cu with nvcc and csrc/**/*.c with the C compiler, each in parallel and
+    only where an object is out of date, then link them into the C extension."""
+
+    def finalize_options(self):
+        self.own_build_temp = self.build_temp is None  # not given with --build-temp
+        super().finalize_options()
 
     def build_extensions(self):
         check_sources()
@@ -136,10 +161,32 @@ class BuildExt(build_ext):
         libdir = cuda_lib_dir(home)
         ext = self.extensions[0]
         ext.include_dirs.append(os.path.join(home, "include"))
-        ext.extra_objects = self.compile_cuda(home) + [os.path.join(libdir, "libcudart_static.a")]
         ext.define_macros.append(("GP_BUILD_CUDA_HOME", '"%s"' % home))
-        self.parallel = os.cpu_count() or 1
+        if self.own_build_temp:
+            key = flags_key(self.compiler.compiler_so, ext.extra_compile_args, ext.define_macros,
+                            ext.include_dirs, self.include_dirs, sys.version)
+            self.build_temp = os.path.join(ROOT, "build", "c", f"{sys.implementation.cache_tag}-{key}")
+        ext.extra_objects = self.compile_cuda(home) + [os.path.join(libdir, "libcudart_static.a")]
+        self.compile_changed_only()
         super().build_extensions()
+
+    def compile_changed_only(self):
+        """Makes the compiler skip sources whose object is up to date, and compile the rest in
+        parallel; setuptools' own compile() runs every source, one at a time."""
+        compile_all = self.compiler.compile
+
+        def compile_changed(sources, output_dir=None, depends=(), **kwargs):
+            objects = self.compiler.object_filenames(sources, output_dir=output_dir)
+            stale = [src for src, obj in zip(sources, objects, strict=True)
+                     if self.force or not up_to_date(obj, [src, *depends])]
+            print(f"gpuprofile: compiling {len(stale)} of {len(sources)} C sources in {output_dir}",
+                  flush=True)
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                list(pool.map(lambda src: compile_all([src], output_dir=output_dir, depends=depends,
+                                                      **kwargs), stale))
+            return objects
+
+        self.compiler.compile = compile_changed
 
     def build_extension(self, ext):
         super().build_extension(ext)
@@ -160,12 +207,10 @@ class BuildExt(build_ext):
         flags += ["--expt-relaxed-constexpr", "-Ikernels", *extra]
         if os.environ.get("CUDAHOSTCXX"):
             flags += ["-ccbin", os.environ["CUDAHOSTCXX"]]
-        out_dir = os.path.join(self.build_temp, "kernels")
-        cache = os.environ.get("GPUPROFILE_KERNEL_CACHE")
-        if cache:  # one folder per nvcc and flags: objects of other flags are never mixed in
-            specific = [f for a in sorted(set(ARCH_SPECIFIC.values())) for f in gencode_flags(a)]
-            key = " ".join([nvcc, *flags, *gencode_flags(), *specific])
-            out_dir = os.path.join(os.path.abspath(cache), hashlib.sha256(key.encode()).hexdigest()[:16])
+        # one folder per nvcc and flags: objects of other flags are never mixed in
+        cache = os.environ.get("GPUPROFILE_KERNEL_CACHE") or os.path.join(ROOT, "build", "kernels")
+        specific = [f for a in sorted(set(ARCH_SPECIFIC.values())) for f in gencode_flags(a)]
+        out_dir = os.path.join(os.path.abspath(cache), flags_key(nvcc, *flags, *gencode_flags(), *specific))
         os.makedirs(out_dir, exist_ok=True)
         sources = sorted(glob(os.path.join("kernels", "**", "*.cu"), recursive=True))
         headers = [h for ext in ("h", "cuh") for h in glob(os.path.join("kernels", "**", f"*.{ext}"), recursive=True)]
@@ -173,9 +218,9 @@ class BuildExt(build_ext):
         for src in sources:
             obj = os.path.join(out_dir, os.path.relpath(src, "kernels").replace(os.sep, "_") + ".o")
             objects.append(obj)
-            deps = [src, *headers]
-            if self.force or not os.path.exists(obj) or max(map(os.path.getmtime, deps)) > os.path.getmtime(obj):
+            if self.force or not up_to_date(obj, [src, *headers]):
                 jobs.append([nvcc, *flags, *gencode_flags(ARCH_SPECIFIC.get(src)), "-c", src, "-o", obj])
+        print(f"gpuprofile: compiling {len(jobs)} of {len(sources)} kernels with nvcc in {out_dir}", flush=True)
 
         def run(cmd):
             print(" ".join(cmd), flush=True)
@@ -207,7 +252,8 @@ extension = Extension(
     extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread", "rt", "m", "stdc++"],
     define_macros=[("PY_SSIZE_T_CLEAN", None)],
-    depends=glob("csrc/**/*.h", recursive=True) + glob("kernels/**/*.h", recursive=True),
+    depends=glob("csrc/**/*.h", recursive=True) + glob("kernels/**/*.h", recursive=True)
+    + [os.path.join("csrc", "core", "cxx_shim", "string")],
 )
 
 def check_setuptools():
