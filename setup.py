@@ -25,11 +25,16 @@ it compiles and what it reuses (pip shows it with -v).
 A source tree without its kernels or the C++ shim (an sdist built without MANIFEST.in was one)
 fails here with the missing paths, and a built module that leaves one of our symbols (gp_*,
 cuda*) undefined fails the build: the linker of a shared object allows undefined symbols, so
-without this check the module would build and fail only at import. docs/install.md has the rest.
+without this check the module would build and fail only at import.
+
+GPUPROFILE_GLIBC=2.28 links the module against that glibc's symbols (with zig's linker, from the
+ziglang package) and fails the build if it needs anything newer: tools/build_wheel.sh makes the
+manylinux wheels so. docs/install.md has the rest.
 """
 
 import hashlib
 import os
+import platform
 import re
 import shlex
 import subprocess
@@ -93,15 +98,52 @@ def check_sources(root=ROOT):
 
 
 def undefined_own_symbols(library):
-    """Our symbols (OWN_PREFIXES) that `library` leaves undefined, by `nm -D --undefined-only`;
-    None when nm cannot be run."""
+    """Our symbols (OWN_PREFIXES) that `library` leaves undefined; None when nm cannot be run."""
+    found = undefined_symbols(library)
+    return None if found is None else sorted({name for name, _ in found if name.startswith(OWN_PREFIXES)})
+
+
+def undefined_symbols(library):
+    """(name, version or None) of each symbol `library` needs from elsewhere (strong references
+    only, by `nm -D --undefined-only`); None when nm cannot be run."""
     try:
         out = subprocess.run(["nm", "-D", "--undefined-only", library], capture_output=True,
                              text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    names = (line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip())
-    return sorted({n for n in names if n.startswith(OWN_PREFIXES)})
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[-2] == "U":
+            name, _, version = fields[-1].partition("@")
+            found.append((name, version.lstrip("@") or None))
+    return found
+
+
+def parse_glibc(text):
+    """(2, 28) from "2.28"; sys.exit naming the variable for anything else."""
+    found = re.fullmatch(r"2\.(\d+)", text.strip())
+    if found is None:
+        sys.exit(f"gpuprofile: GPUPROFILE_GLIBC must be a glibc version like 2.28, got {text!r}")
+    return 2, int(found.group(1))
+
+
+def glibc_link_problems(undefined, glibc):
+    """What would stop a module that needs `undefined` ((name, version) pairs) from loading on
+    glibc `glibc`, a (major, minor) pair: a symbol of a newer glibc, or one that no library of the
+    link defines (it has no version), other than CPython's API, which the interpreter provides."""
+    problems = []
+    for name, version in undefined:
+        if version is None:
+            if not name.startswith(("Py", "_Py")):
+                problems.append(f"{name} (defined by no library of the link)")
+            continue
+        found = re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", version)
+        if found is not None and (int(found.group(1)), int(found.group(2))) > glibc:
+            problems.append(f"{name}@{version}")
+        elif found is None and version.startswith("GLIBC_"):  # GLIBC_PRIVATE
+            problems.append(f"{name}@{version}")
+    return problems
 
 
 def cuda_lib_dir(home):
@@ -167,8 +209,35 @@ class BuildExt(build_ext):
                             ext.include_dirs, self.include_dirs, sys.version)
             self.build_temp = os.path.join(ROOT, "build", "c", f"{sys.implementation.cache_tag}-{key}")
         ext.extra_objects = self.compile_cuda(home) + [os.path.join(libdir, "libcudart_static.a")]
+        self.glibc = None
+        if os.environ.get("GPUPROFILE_GLIBC"):
+            self.link_for_glibc(ext, parse_glibc(os.environ["GPUPROFILE_GLIBC"]))
         self.compile_changed_only()
         super().build_extensions()
+
+    def link_for_glibc(self, ext, glibc):
+        """Links with zig's linker against the symbols of glibc `glibc` (zig ships a stub of every
+        glibc version), so that the module loads on that glibc and newer whatever this machine's
+        is: the objects are this machine's compilers', the symbol versions they bind to are the
+        old glibc's. libstdc++ and libgcc_s stay shared libraries (the manylinux policies allow
+        them, at the versions checked after the link); `-lstdc++` would make zig link its own
+        libc++ instead."""
+        import importlib.util
+
+        if importlib.util.find_spec("ziglang") is None:
+            sys.exit("gpuprofile: GPUPROFILE_GLIBC needs zig's linker: pip install ziglang")
+        target = f"{platform.machine()}-linux-gnu.{glibc[0]}.{glibc[1]}"
+        self.compiler.set_executable("linker_so", [sys.executable, "-m", "ziglang", "cc", "-target", target,
+                                                   "-shared"])
+        cc = self.compiler.compiler_so[0]
+        for name in ("libstdc++.so.6", "libgcc_s.so.1"):
+            path = subprocess.run([cc, f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+            if not os.path.isabs(path):
+                sys.exit(f"gpuprofile: {cc} does not know where {name} is (GPUPROFILE_GLIBC)")
+            ext.extra_objects.append(os.path.realpath(path))
+        ext.libraries = [lib for lib in ext.libraries if lib != "stdc++"]
+        self.glibc = glibc
+        print(f"gpuprofile: linking for glibc {glibc[0]}.{glibc[1]} ({target}) with zig", flush=True)
 
     def compile_changed_only(self):
         """Makes the compiler skip sources whose object is up to date, and compile the rest in
@@ -199,6 +268,15 @@ class BuildExt(build_ext):
             os.remove(library)
             sys.exit(f"gpuprofile: {library} leaves undefined: {', '.join(undefined[:10])}"
                      f"{' ...' if len(undefined) > 10 else ''} (a kernel or C source was not built)")
+        if self.glibc is not None:
+            needed = undefined_symbols(library)
+            if needed is None:
+                sys.exit("gpuprofile: GPUPROFILE_GLIBC needs nm (binutils) to check the link")
+            problems = glibc_link_problems(needed, self.glibc)
+            if problems:
+                os.remove(library)
+                sys.exit(f"gpuprofile: {library} would not load on glibc {self.glibc[0]}.{self.glibc[1]}: "
+                         f"it needs {', '.join(problems)}")
 
     def compile_cuda(self, home):
         nvcc = os.path.join(home, "bin", "nvcc")
