@@ -102,3 +102,36 @@ def test_builds_use_a_persistent_folder_unless_told(setup_py):
     cmd.build_temp = "elsewhere"  # --build-temp (tools/sanitize.sh)
     cmd.finalize_options()
     assert not cmd.own_build_temp and cmd.build_temp == "elsewhere"
+
+
+def test_glibc_version_is_parsed_or_refused(setup_py):
+    assert setup_py.parse_glibc("2.28") == (2, 28)
+    assert setup_py.parse_glibc(" 2.17\n") == (2, 17)
+    for bad in ("2", "228", "3.1", "2.28.1", "manylinux_2_28"):
+        with pytest.raises(SystemExit, match="GPUPROFILE_GLIBC must be a glibc version like 2.28"):
+            setup_py.parse_glibc(bad)
+
+
+def test_glibc_link_problems_name_what_would_not_load(setup_py):
+    needed = [("PyErr_Format", None), ("_Py_NoneStruct", None), ("dlopen", "GLIBC_2.2.5"),
+              ("pthread_once", "GLIBC_2.34"), ("clock_gettime", "GLIBC_2.17"),
+              ("__tls_get_addr", "GLIBC_2.3"), ("fcntl64", "GLIBC_2.28"), ("stat", "GLIBC_2.33"),
+              ("_Unwind_Resume", None), ("__gxx_personality_v0", "CXXABI_1.3"),
+              ("_dl_x", "GLIBC_PRIVATE"), ("memcpy", "GLIBC_2.2.5.1")]
+    assert setup_py.glibc_link_problems(needed, (2, 28)) == [
+        "pthread_once@GLIBC_2.34", "stat@GLIBC_2.33", "_Unwind_Resume (defined by no library of the link)",
+        "_dl_x@GLIBC_PRIVATE", "memcpy@GLIBC_2.2.5.1"]
+    assert setup_py.glibc_link_problems(needed[:3], (2, 17)) == []
+    assert setup_py.glibc_link_problems([("fcntl64", "GLIBC_2.28")], (2, 27)) == ["fcntl64@GLIBC_2.28"]
+
+
+def test_undefined_symbols_read_with_their_versions(setup_py):
+    import gpuprofile as gp
+
+    needed = setup_py.undefined_symbols(gp._C.__file__)
+    if needed is None:
+        pytest.skip("no nm")
+    names = dict(needed)
+    assert names["PyErr_Format"] is None  # from the interpreter, unversioned
+    assert names["dlsym"].startswith("GLIBC_2.")  # CUPTI is loaded with dlopen/dlsym
+    assert not any(name.startswith("PyInit") for name in names)  # defined, not needed
