@@ -4,8 +4,8 @@
 # venv (build/test-wheel/venv) and this checkout's tests run against that installed copy (issue 25).
 #   - The wheel: WHEEL, or the one wheel in dist/ for PYTHON's version (default python3).
 #   - The venv gets the wheel and its test extra from the package index; with OFFLINE=1 (a machine
-#     without network) it sees PYTHON's own site-packages instead (--system-site-packages) and
-#     takes what is missing of numpy, pytest and hypothesis from WHEELHOUSE=DIR, never an index.
+#     without network) it sees PYTHON's own packages instead (a venv's too, torch's say) and takes
+#     what is missing of numpy, pytest and hypothesis from WHEELHOUSE=DIR, never an index.
 #   - NO_NVCC=1 takes every folder with an nvcc out of PATH for the run: the wheel needs no toolkit.
 #   - The tests run from build/test-wheel, a folder without a gpuprofile/ (Python puts the current
 #     folder first on sys.path), with this checkout's tests; `import gpuprofile` is checked to
@@ -42,6 +42,10 @@ mkdir -p "$OUT"
 VPY=$OUT/venv/bin/python
 if [ "${OFFLINE:-0}" = 1 ]; then
     "$PYTHON" -m venv --system-site-packages "$OUT/venv"
+    # A venv made by a venv's Python sees the base interpreter's packages, not that venv's (torch's
+    # at /opt/torch/.venv): a .pth file adds PYTHON's own, after the new venv's.
+    "$PYTHON" -c 'import site; print("\n".join(site.getsitepackages()))' >"$OUT/parent.pth"
+    mv "$OUT/parent.pth" "$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_test_wheel_parent.pth"
     "$VPY" -m pip install -q --no-index --no-deps "$WHEEL"
     if ! "$VPY" -c "import numpy, pytest, hypothesis" 2>/dev/null; then
         [ -n "${WHEELHOUSE:-}" ] || fail "$PYTHON lacks numpy, pytest or hypothesis, and no WHEELHOUSE"
