@@ -15,8 +15,9 @@
 #
 # Pythons: the arguments (interpreters, e.g. python3.10 ~/.pyenv/versions/3.12.1/bin/python);
 # default python3. The wheels go to dist/ (WHEEL_DIR=... to change). GPUPROFILE_CUDA_ARCHS as for
-# any build ("80;90" by default); the kernels are compiled once for all the Pythons
-# (GPUPROFILE_KERNEL_CACHE=build/wheel/kernels unless set). GLIBC=2.28 by default.
+# any build ("80;90" by default); the kernels are compiled once for all the Pythons, in the folder
+# the checkout's own builds use (GPUPROFILE_KERNEL_CACHE=build/kernels unless set: after
+# `pip install -e .` with the same architectures, nvcc has nothing left to do). GLIBC=2.28 by default.
 # Exit status: 0 when every wheel was built and passed the checks; the failing step says why.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,7 @@ WHEEL_DIR=${WHEEL_DIR:-$ROOT/dist}
 GLIBC=${GLIBC:-2.28}
 PYTHONS=("$@")
 [ ${#PYTHONS[@]} -eq 0 ] && PYTHONS=(python3)
-export GPUPROFILE_KERNEL_CACHE=${GPUPROFILE_KERNEL_CACHE:-$OUT/kernels}
+export GPUPROFILE_KERNEL_CACHE=${GPUPROFILE_KERNEL_CACHE:-$ROOT/build/kernels}
 ARCH=$(uname -m)
 PLAT=manylinux_${GLIBC/./_}_$ARCH
 # What the manylinux policies let a wheel's module need from the system.
