@@ -40,16 +40,24 @@ start=$SECONDS
 rm -rf "$OUT"
 mkdir -p "$OUT"
 VPY=$OUT/venv/bin/python
+vpip() { "$VPY" -m pip "$@"; }
 if [ "${OFFLINE:-0}" = 1 ]; then
-    "$PYTHON" -m venv --system-site-packages "$OUT/venv"
+    if ! "$PYTHON" -m venv --system-site-packages "$OUT/venv" 2>"$OUT/venv.err"; then
+        # a Python without ensurepip (Debian's without python3-venv): PYTHON's own pip serves
+        rm -rf "$OUT/venv"
+        "$PYTHON" -m venv --system-site-packages --without-pip "$OUT/venv" ||
+            { cat "$OUT/venv.err"; fail "$PYTHON cannot make a venv"; }
+        "$PYTHON" -m pip --version >/dev/null 2>&1 || fail "$PYTHON has neither ensurepip nor pip"
+        vpip() { "$PYTHON" -m pip --python "$VPY" "$@"; }
+    fi
     # A venv made by a venv's Python sees the base interpreter's packages, not that venv's (torch's
     # at /opt/torch/.venv): a .pth file adds PYTHON's own, after the new venv's.
     "$PYTHON" -c 'import site; print("\n".join(site.getsitepackages()))' >"$OUT/parent.pth"
     mv "$OUT/parent.pth" "$("$VPY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/_test_wheel_parent.pth"
-    "$VPY" -m pip install -q --no-index --no-deps "$WHEEL"
+    vpip install -q --no-index --no-deps "$WHEEL"
     if ! "$VPY" -c "import numpy, pytest, hypothesis" 2>/dev/null; then
         [ -n "${WHEELHOUSE:-}" ] || fail "$PYTHON lacks numpy, pytest or hypothesis, and no WHEELHOUSE"
-        "$VPY" -m pip install -q --no-index --find-links "$WHEELHOUSE" numpy pytest hypothesis
+        vpip install -q --no-index --find-links "$WHEELHOUSE" numpy pytest hypothesis
     fi
 else
     "$PYTHON" -m venv "$OUT/venv"
