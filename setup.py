@@ -216,8 +216,8 @@ class BuildExt(build_ext):
         super().build_extensions()
 
     def link_for_glibc(self, ext, glibc):
-        """Links with zig's linker against the symbols of glibc `glibc` (zig ships a stub of every
-        glibc version), so that the module loads on that glibc and newer whatever this machine's
+        """Links with zig's linker against the symbols of glibc `glibc` (zig ships stubs of each
+        glibc from 2.17 on), so that the module loads on that glibc and newer whatever this machine's
         is: the objects are this machine's compilers', the symbol versions they bind to are the
         old glibc's. libstdc++ and libgcc_s stay shared libraries (the manylinux policies allow
         them, at the versions checked after the link); `-lstdc++` would make zig link its own
