@@ -4,7 +4,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import tempfile
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -36,11 +35,22 @@ if _other is not None:
     pytest.exit(f"the tests would import this checkout's {TESTED}, not the gpuprofile installed in "
                 f"{_other}: run `pytest` rather than `python -m pytest` (which puts the current folder "
                 "first on sys.path), or run from another folder (docs/install.md)", returncode=4)
-if TESTED != CHECKOUT / "gpuprofile":
-    # The tests run against an installed copy (a wheel, the sdist's install): the interpreters they
-    # start (`python -c`, `python -m gpuprofile`) put their current folder first on sys.path, so
-    # they run in a folder without a gpuprofile/ of its own, and import the same installed copy.
-    os.chdir(tempfile.mkdtemp(prefix="gpuprofile-tests-"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tests_run_outside_the_checkout(tmp_path_factory):
+    """Against an installed copy (a wheel, the sdist's install), the tests run in a folder without
+    a gpuprofile/ of its own: the interpreters they start (`python -c`, `python -m gpuprofile`)
+    put their current folder first on sys.path, and must import the same installed copy. Only
+    while tests run: collection (and xdist's workers, which start in the same folder as this
+    process) still reads the command line's paths from where pytest was started."""
+    if TESTED == CHECKOUT / "gpuprofile":
+        yield
+        return
+    started = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(started)
 
 # Fuzzing budgets (tests marked `fuzz`): the normal suite runs a small, derandomized budget so
 # that every run checks the same inputs in a few seconds. CI's fuzzing step (GPUPROFILE_FUZZ=
