@@ -3,7 +3,7 @@ PYTHON ?= python3
 ARCHS ?= 80;90
 
 .PHONY: help build test test-gpu bench format lint clean sanitize fuzz leaks reliability-gpu \
-        compute-sanitizer test-pythons test-sdist
+        compute-sanitizer test-pythons test-sdist wheel test-wheel
 
 C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h)
 C_FORMATTED = $(C_SOURCES)
@@ -18,6 +18,8 @@ help:
 	@echo "sanitize  the CPU suite against an ASan + UBSan build (tools/sanitize.sh; CI runs it)"
 	@echo "test-pythons  the CPU suite on Python 3.10-3.13, -Werror builds (tools/test_pythons.sh; CI runs it)"
 	@echo "test-sdist  the sdist built, installed in a fresh venv, its tests run there (tools/test_sdist.sh; CI)"
+	@echo "wheel     manylinux_2_28 wheel(s) into dist/ (tools/build_wheel.sh [pythons]; CI)"
+	@echo "test-wheel  the dist/ wheel in a fresh venv, the tests against it (tools/test_wheel.sh; CI)"
 	@echo "fuzz      the fuzz tests (marker fuzz) with a long budget: FUZZ_PROFILE=long"
 	@echo "leaks     the leak tests (marker leak; with a device, the GPU ones too)"
 	@echo "reliability-gpu  on a GPU machine: leaks, fuzz, threads, Ctrl-C, then compute-sanitizer"
@@ -64,6 +66,12 @@ test-pythons:
 
 test-sdist:
 	PYTHON=$(PYTHON) tools/test_sdist.sh
+
+wheel:
+	tools/build_wheel.sh $(PYTHON)
+
+test-wheel:
+	PYTHON=$(PYTHON) tools/test_wheel.sh
 
 fuzz:
 	GPUPROFILE_FUZZ=$(FUZZ_PROFILE) $(PYTHON) -m pytest -q -p no:cacheprovider -m fuzz \

@@ -12,18 +12,29 @@ for the other listed ones as they are (their code there is a stub the launcher n
 
 GPUPROFILE_WERROR=1 turns compiler warnings into errors for our C sources (csrc/; CI sets it, so
 that an undeclared function or a bad conversion never reaches a user); nvcc's kernels are not
-affected. GPUPROFILE_KERNEL_CACHE=DIR keeps the compiled kernels in DIR (in a folder per set of
-nvcc flags) instead of the build's temporary folder, so builds for several Pythons compile them
-once (tools/test_pythons.sh); an object is reused while it is newer than its sources.
+affected.
+
+Rebuilds compile only what changed, also under pip: pip gives every build a fresh temporary
+folder, so the objects live in the source tree's build/ instead, one folder per compiler and
+flags (build/c/<python>-<hash> for the C sources, build/kernels/<hash> for the kernels), and an
+object is reused while it is newer than its source and every header. GPUPROFILE_KERNEL_CACHE=DIR
+puts the kernel folders in DIR instead, so that several copies of the tree share them
+(tools/test_pythons.sh). `--build-temp` given to build_ext is used as it is. The build says what
+it compiles and what it reuses (pip shows it with -v).
 
 A source tree without its kernels or the C++ shim (an sdist built without MANIFEST.in was one)
 fails here with the missing paths, and a built module that leaves one of our symbols (gp_*,
 cuda*) undefined fails the build: the linker of a shared object allows undefined symbols, so
-without this check the module would build and fail only at import. docs/install.md has the rest.
+without this check the module would build and fail only at import.
+
+GPUPROFILE_GLIBC=2.28 links the module against that glibc's symbols (with zig's linker, from the
+ziglang package) and fails the build if it needs anything newer: tools/build_wheel.sh makes the
+manylinux wheels so. docs/install.md has the rest.
 """
 
 import hashlib
 import os
+import platform
 import re
 import shlex
 import subprocess
@@ -87,15 +98,52 @@ def check_sources(root=ROOT):
 
 
 def undefined_own_symbols(library):
-    """Our symbols (OWN_PREFIXES) that `library` leaves undefined, by `nm -D --undefined-only`;
-    None when nm cannot be run."""
+    """Our symbols (OWN_PREFIXES) that `library` leaves undefined; None when nm cannot be run."""
+    found = undefined_symbols(library)
+    return None if found is None else sorted({name for name, _ in found if name.startswith(OWN_PREFIXES)})
+
+
+def undefined_symbols(library):
+    """(name, version or None) of each symbol `library` needs from elsewhere (strong references
+    only, by `nm -D --undefined-only`); None when nm cannot be run."""
     try:
         out = subprocess.run(["nm", "-D", "--undefined-only", library], capture_output=True,
                              text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    names = (line.split()[-1].split("@")[0] for line in out.splitlines() if line.strip())
-    return sorted({n for n in names if n.startswith(OWN_PREFIXES)})
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        if len(fields) >= 2 and fields[-2] == "U":
+            name, _, version = fields[-1].partition("@")
+            found.append((name, version.lstrip("@") or None))
+    return found
+
+
+def parse_glibc(text):
+    """(2, 28) from "2.28"; sys.exit naming the variable for anything else."""
+    found = re.fullmatch(r"2\.(\d+)", text.strip())
+    if found is None:
+        sys.exit(f"gpuprofile: GPUPROFILE_GLIBC must be a glibc version like 2.28, got {text!r}")
+    return 2, int(found.group(1))
+
+
+def glibc_link_problems(undefined, glibc):
+    """What would stop a module that needs `undefined` ((name, version) pairs) from loading on
+    glibc `glibc`, a (major, minor) pair: a symbol of a newer glibc, or one that no library of the
+    link defines (it has no version), other than CPython's API, which the interpreter provides."""
+    problems = []
+    for name, version in undefined:
+        if version is None:
+            if not name.startswith(("Py", "_Py")):
+                problems.append(f"{name} (defined by no library of the link)")
+            continue
+        found = re.fullmatch(r"GLIBC_(\d+)\.(\d+)(?:\.\d+)?", version)
+        if found is not None and (int(found.group(1)), int(found.group(2))) > glibc:
+            problems.append(f"{name}@{version}")
+        elif found is None and version.startswith("GLIBC_"):  # GLIBC_PRIVATE
+            problems.append(f"{name}@{version}")
+    return problems
 
 
 def cuda_lib_dir(home):
@@ -126,8 +174,27 @@ def gencode_flags(specific=None):
     return flags
 
 
+def up_to_date(target, deps):
+    """Whether `target` exists and is newer than every file of `deps`."""
+    try:
+        built = os.path.getmtime(target)
+    except OSError:
+        return False
+    return max(map(os.path.getmtime, deps)) < built
+
+
+def flags_key(*parts):
+    """A short name for a set of compiler flags: objects built with other flags never mix."""
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
 class BuildExt(build_ext):
-    """Compile kernels/**/*.cu with nvcc (in parallel), then link them into the C extension."""
+    """Compile kernels/**/*.cu with nvcc and csrc/**/*.c with the C compiler, each in parallel and
+    only where an object is out of date, then link them into the C extension."""
+
+    def finalize_options(self):
+        self.own_build_temp = self.build_temp is None  # not given with --build-temp
+        super().finalize_options()
 
     def build_extensions(self):
         check_sources()
@@ -136,10 +203,59 @@ class BuildExt(build_ext):
         libdir = cuda_lib_dir(home)
         ext = self.extensions[0]
         ext.include_dirs.append(os.path.join(home, "include"))
-        ext.extra_objects = self.compile_cuda(home) + [os.path.join(libdir, "libcudart_static.a")]
         ext.define_macros.append(("GP_BUILD_CUDA_HOME", '"%s"' % home))
-        self.parallel = os.cpu_count() or 1
+        if self.own_build_temp:
+            key = flags_key(self.compiler.compiler_so, ext.extra_compile_args, ext.define_macros,
+                            ext.include_dirs, self.include_dirs, sys.version)
+            self.build_temp = os.path.join(ROOT, "build", "c", f"{sys.implementation.cache_tag}-{key}")
+        ext.extra_objects = self.compile_cuda(home) + [os.path.join(libdir, "libcudart_static.a")]
+        self.glibc = None
+        if os.environ.get("GPUPROFILE_GLIBC"):
+            self.link_for_glibc(ext, parse_glibc(os.environ["GPUPROFILE_GLIBC"]))
+        self.compile_changed_only()
         super().build_extensions()
+
+    def link_for_glibc(self, ext, glibc):
+        """Links with zig's linker against the symbols of glibc `glibc` (zig ships stubs of each
+        glibc from 2.17 on), so that the module loads on that glibc and newer whatever this machine's
+        is: the objects are this machine's compilers', the symbol versions they bind to are the
+        old glibc's. libstdc++ and libgcc_s stay shared libraries (the manylinux policies allow
+        them, at the versions checked after the link); `-lstdc++` would make zig link its own
+        libc++ instead."""
+        import importlib.util
+
+        if importlib.util.find_spec("ziglang") is None:
+            sys.exit("gpuprofile: GPUPROFILE_GLIBC needs zig's linker: pip install ziglang")
+        target = f"{platform.machine()}-linux-gnu.{glibc[0]}.{glibc[1]}"
+        self.compiler.set_executable("linker_so", [sys.executable, "-m", "ziglang", "cc", "-target", target,
+                                                   "-shared"])
+        cc = self.compiler.compiler_so[0]
+        for name in ("libstdc++.so.6", "libgcc_s.so.1"):
+            path = subprocess.run([cc, f"-print-file-name={name}"], capture_output=True, text=True).stdout.strip()
+            if not os.path.isabs(path):
+                sys.exit(f"gpuprofile: {cc} does not know where {name} is (GPUPROFILE_GLIBC)")
+            ext.extra_objects.append(os.path.realpath(path))
+        ext.libraries = [lib for lib in ext.libraries if lib != "stdc++"]
+        self.glibc = glibc
+        print(f"gpuprofile: linking for glibc {glibc[0]}.{glibc[1]} ({target}) with zig", flush=True)
+
+    def compile_changed_only(self):
+        """Makes the compiler skip sources whose object is up to date, and compile the rest in
+        parallel; setuptools' own compile() runs every source, one at a time."""
+        compile_all = self.compiler.compile
+
+        def compile_changed(sources, output_dir=None, depends=(), **kwargs):
+            objects = self.compiler.object_filenames(sources, output_dir=output_dir)
+            stale = [src for src, obj in zip(sources, objects, strict=True)
+                     if self.force or not up_to_date(obj, [src, *depends])]
+            print(f"gpuprofile: compiling {len(stale)} of {len(sources)} C sources in {output_dir}",
+                  flush=True)
+            with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+                list(pool.map(lambda src: compile_all([src], output_dir=output_dir, depends=depends,
+                                                      **kwargs), stale))
+            return objects
+
+        self.compiler.compile = compile_changed
 
     def build_extension(self, ext):
         super().build_extension(ext)
@@ -152,6 +268,15 @@ class BuildExt(build_ext):
             os.remove(library)
             sys.exit(f"gpuprofile: {library} leaves undefined: {', '.join(undefined[:10])}"
                      f"{' ...' if len(undefined) > 10 else ''} (a kernel or C source was not built)")
+        if self.glibc is not None:
+            needed = undefined_symbols(library)
+            if needed is None:
+                sys.exit("gpuprofile: GPUPROFILE_GLIBC needs nm (binutils) to check the link")
+            problems = glibc_link_problems(needed, self.glibc)
+            if problems:
+                os.remove(library)
+                sys.exit(f"gpuprofile: {library} would not load on glibc {self.glibc[0]}.{self.glibc[1]}: "
+                         f"it needs {', '.join(problems)}")
 
     def compile_cuda(self, home):
         nvcc = os.path.join(home, "bin", "nvcc")
@@ -160,12 +285,10 @@ class BuildExt(build_ext):
         flags += ["--expt-relaxed-constexpr", "-Ikernels", *extra]
         if os.environ.get("CUDAHOSTCXX"):
             flags += ["-ccbin", os.environ["CUDAHOSTCXX"]]
-        out_dir = os.path.join(self.build_temp, "kernels")
-        cache = os.environ.get("GPUPROFILE_KERNEL_CACHE")
-        if cache:  # one folder per nvcc and flags: objects of other flags are never mixed in
-            specific = [f for a in sorted(set(ARCH_SPECIFIC.values())) for f in gencode_flags(a)]
-            key = " ".join([nvcc, *flags, *gencode_flags(), *specific])
-            out_dir = os.path.join(os.path.abspath(cache), hashlib.sha256(key.encode()).hexdigest()[:16])
+        # one folder per nvcc and flags: objects of other flags are never mixed in
+        cache = os.environ.get("GPUPROFILE_KERNEL_CACHE") or os.path.join(ROOT, "build", "kernels")
+        specific = [f for a in sorted(set(ARCH_SPECIFIC.values())) for f in gencode_flags(a)]
+        out_dir = os.path.join(os.path.abspath(cache), flags_key(nvcc, *flags, *gencode_flags(), *specific))
         os.makedirs(out_dir, exist_ok=True)
         sources = sorted(glob(os.path.join("kernels", "**", "*.cu"), recursive=True))
         headers = [h for ext in ("h", "cuh") for h in glob(os.path.join("kernels", "**", f"*.{ext}"), recursive=True)]
@@ -173,9 +296,9 @@ class BuildExt(build_ext):
         for src in sources:
             obj = os.path.join(out_dir, os.path.relpath(src, "kernels").replace(os.sep, "_") + ".o")
             objects.append(obj)
-            deps = [src, *headers]
-            if self.force or not os.path.exists(obj) or max(map(os.path.getmtime, deps)) > os.path.getmtime(obj):
+            if self.force or not up_to_date(obj, [src, *headers]):
                 jobs.append([nvcc, *flags, *gencode_flags(ARCH_SPECIFIC.get(src)), "-c", src, "-o", obj])
+        print(f"gpuprofile: compiling {len(jobs)} of {len(sources)} kernels with nvcc in {out_dir}", flush=True)
 
         def run(cmd):
             print(" ".join(cmd), flush=True)
@@ -207,7 +330,8 @@ extension = Extension(
     extra_compile_args=C_FLAGS,
     libraries=["dl", "pthread", "rt", "m", "stdc++"],
     define_macros=[("PY_SSIZE_T_CLEAN", None)],
-    depends=glob("csrc/**/*.h", recursive=True) + glob("kernels/**/*.h", recursive=True),
+    depends=glob("csrc/**/*.h", recursive=True) + glob("kernels/**/*.h", recursive=True)
+    + [os.path.join("csrc", "core", "cxx_shim", "string")],
 )
 
 def check_setuptools():

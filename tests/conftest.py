@@ -1,4 +1,7 @@
+import importlib.metadata
+import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -6,6 +9,50 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 import gpuprofile
+
+CHECKOUT = pathlib.Path(__file__).resolve().parents[1]
+TESTED = pathlib.Path(gpuprofile.__file__).resolve().parent
+
+
+def installed_elsewhere(tested, checkout, dists):
+    """The folder of a non-editable install of gpuprofile that is not the copy under test, when
+    the copy under test is the checkout's own folder (`python -m pytest` puts the current folder
+    first on sys.path, so from a checkout it imports ./gpuprofile, whatever is installed)."""
+    if tested != checkout / "gpuprofile":
+        return None
+    for dist in dists:
+        url = dist.read_text("direct_url.json")
+        if url and json.loads(url).get("dir_info", {}).get("editable"):
+            continue
+        package = pathlib.Path(dist.locate_file("gpuprofile")).resolve()
+        if package != tested and (package / "__init__.py").is_file():
+            return package
+    return None
+
+
+# PYTHONPATH naming the checkout chooses it (tools/sanitize.sh tests its sanitized copies so)
+_chosen = str(CHECKOUT) in {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+_other = installed_elsewhere(TESTED, CHECKOUT, importlib.metadata.distributions(name="gpuprofile"))
+if _other is not None and not _chosen:
+    pytest.exit(f"the tests would import this checkout's {TESTED}, not the gpuprofile installed in "
+                f"{_other}: run `pytest` rather than `python -m pytest` (which puts the current folder "
+                "first on sys.path), or run from another folder (docs/install.md)", returncode=4)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tests_run_outside_the_checkout(tmp_path_factory):
+    """Against an installed copy (a wheel, the sdist's install), the tests run in a folder without
+    a gpuprofile/ of its own: the interpreters they start (`python -c`, `python -m gpuprofile`)
+    put their current folder first on sys.path, and must import the same installed copy. Only
+    while tests run: collection (and xdist's workers, which start in the same folder as this
+    process) still reads the command line's paths from where pytest was started."""
+    if TESTED == CHECKOUT / "gpuprofile":
+        yield
+        return
+    started = os.getcwd()
+    os.chdir(tmp_path_factory.mktemp("cwd"))
+    yield
+    os.chdir(started)
 
 # Fuzzing budgets (tests marked `fuzz`): the normal suite runs a small, derandomized budget so
 # that every run checks the same inputs in a few seconds. CI's fuzzing step (GPUPROFILE_FUZZ=
@@ -38,9 +85,12 @@ def pytest_pyfunc_call(pyfuncitem):
     (its fixtures still run here too)."""
     if pyfuncitem.get_closest_marker("fresh_interpreter") is None or os.environ.get(FRESH_CHILD):
         return None
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
-                        pyfuncitem.nodeid], cwd=pyfuncitem.config.rootpath, capture_output=True,
-                       text=True, timeout=900, env={**os.environ, FRESH_CHILD: "1"})
+    # by absolute path, from the current folder (see above: never one with a gpuprofile/ of its own
+    # unless that is the copy under test)
+    path, sep, name = pyfuncitem.nodeid.partition("::")
+    target = f"{pyfuncitem.config.rootpath / path}{sep}{name}"
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", target],
+                       capture_output=True, text=True, timeout=900, env={**os.environ, FRESH_CHILD: "1"})
     assert r.returncode == 0, f"in a fresh interpreter:\n{r.stdout[-4000:]}{r.stderr[-2000:]}"
     return True
 

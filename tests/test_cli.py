@@ -17,8 +17,9 @@ SUBCOMMANDS = ["info", "run", "bench", "compare", "metrics", "stalls", "attentio
 
 
 def gpuprofile(*args):
-    return subprocess.run([sys.executable, "-m", "gpuprofile", *args], capture_output=True, text=True,
-                          cwd=ROOT)
+    # in the current folder: tests/conftest.py sees that it holds no gpuprofile/ other than the one
+    # under test
+    return subprocess.run([sys.executable, "-m", "gpuprofile", *args], capture_output=True, text=True)
 
 
 def test_top_level_help_lists_every_subcommand_with_examples():

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import conftest
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,6 +26,9 @@ def test_shards_must_be_a_positive_integer(shards, tmp_path):
     assert "SHARDS must be a positive integer" in out.stderr
 
 
+@pytest.mark.skipif(conftest.TESTED != conftest.CHECKOUT / "gpuprofile",
+                    reason="the script runs `python -m pytest` in the checkout: it tests the checkout's "
+                           "own build, not an installed copy")
 def test_shards_split_the_tests_round_robin(tmp_path):
     fake = tmp_path / "fake-sanitizer"
     # drops the sanitizer's own options, runs the rest (python -m pytest ...)

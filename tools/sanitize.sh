@@ -46,12 +46,12 @@ fi
 build() {  # build <variant> <sanitizer flags>
     local src=$OUT/$1
     mkdir -p "$src" "$OUT/$1-temp" "$OUT/kernels"
-    ln -sfn "$OUT/kernels" "$OUT/$1-temp/kernels"
     rm -rf "${src:?}"/{.ci,csrc,kernels,gpuprofile,tests,benchmarks,docs,tools}
     # -p keeps modification times, so unchanged kernel objects are reused
     cp -rp setup.py pyproject.toml README.md LICENSE CHANGELOG.md MANIFEST.in Makefile .ci csrc kernels gpuprofile tests benchmarks docs tools "$src/"
     find "$src" \( -name '__pycache__' -o -name '_C*.so' \) -prune -exec rm -rf {} +
     (cd "$src" && CFLAGS="$2 -fno-omit-frame-pointer -g" LDFLAGS="$2" GPUPROFILE_CUDA_ARCHS=80 \
+        GPUPROFILE_KERNEL_CACHE="$OUT/kernels" \
         "$PYTHON" setup.py -q build_ext --inplace --build-temp "$OUT/$1-temp" 2>&1 |
         grep -v -e _BetaConfiguration -e 'warnings.warn' -e '^/.*nvcc ' || true)
     test -n "$(ls "$src"/gpuprofile/_C*.so)"

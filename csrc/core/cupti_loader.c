@@ -42,9 +42,32 @@ try_open(const char *path)
     return h;
 }
 
-/* Tries <dir>/libcupti.so.13 and <dir>/libcupti.so. */
+/* Whether `h` is CUDA 13's CUPTI. A library found while searching that is not (a CUDA 12
+   toolkit's libcupti.so, say) is passed over and the search goes on to the next place;
+   GPUPROFILE_CUPTI_PATH's is taken as it is, and refused with its version by gp_cupti_load. */
+static int
+is_our_cupti(void *h, const char *path)
+{
+    CUptiResult (*get_version)(uint32_t *) =
+        (CUptiResult(*)(uint32_t *))dlsym(h, "cuptiGetVersion");
+    uint32_t version = 0;
+    if (get_version == NULL) {
+        note_tried(path, "not CUPTI (no cuptiGetVersion)");
+        return 0;
+    }
+    if (get_version(&version) != CUPTI_SUCCESS || version / 10000 != GP_CUPTI_MAJOR) {
+        char why[96];
+        snprintf(why, sizeof why, "passed over: CUPTI API version %u, not CUDA %d's", version,
+                 GP_CUPTI_MAJOR);
+        note_tried(path, why);
+        return 0;
+    }
+    return 1;
+}
+
+/* Tries <dir>/libcupti.so.13 and <dir>/libcupti.so; `searching`: pass over other versions. */
 static void *
-try_dir(const char *dir)
+try_dir(const char *dir, int searching)
 {
     if (dir == NULL || dir[0] == '\0')
         return NULL;
@@ -53,6 +76,10 @@ try_dir(const char *dir)
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[k]);
         void *h = try_open(path);
+        if (h != NULL && searching && !is_our_cupti(h, path)) {
+            dlclose(h);
+            h = NULL;
+        }
         if (h != NULL)
             return h;
     }
@@ -68,14 +95,16 @@ try_cuda_home(const char *home)
     static const char *subs[] = {"lib64", "lib", "extras/CUPTI/lib64", "targets/x86_64-linux/lib"};
     for (size_t k = 0; k < sizeof subs / sizeof subs[0]; k++) {
         snprintf(dir, sizeof dir, "%s/%s", home, subs[k]);
-        void *h = try_dir(dir);
+        void *h = try_dir(dir, 1);
         if (h != NULL)
             return h;
     }
     return NULL;
 }
 
-/* The CUDA wheels put CUPTI in site-packages/nvidia/cu13/lib (or nvidia/cuda_cupti/lib). */
+/* The CUDA wheels put CUPTI in site-packages/nvidia/cu13/lib: nvidia-cuda-cupti 13 (the
+   gpuprofile[cupti] extra, and torch's dependency) does; nvidia/cuda_cupti/lib is CUDA 12's
+   layout, kept for a CUDA 13 CUPTI put there. */
 static void *
 try_wheels(void)
 {
@@ -99,7 +128,7 @@ try_wheels(void)
             if (f == NULL)
                 continue; /* most sys.path entries have no CUDA wheel: not worth listing */
             fclose(f);
-            void *h = try_dir(dir);
+            void *h = try_dir(dir, 1);
             if (h != NULL)
                 return h;
         }
@@ -114,7 +143,7 @@ find_cupti(void)
     if (override != NULL && override[0] != '\0') {
         strcpy(how, "GPUPROFILE_CUPTI_PATH");
         void *h = try_open(override);
-        return h ? h : try_dir(override);
+        return h ? h : try_dir(override, 0);
     }
     void *h = dlopen(GP_CUPTI_SONAME, RTLD_NOW | RTLD_NOLOAD);
     if (h != NULL) {
@@ -123,9 +152,12 @@ find_cupti(void)
     }
     note_tried(GP_CUPTI_SONAME, "not already loaded");
     strcpy(how, "loaded");
-    if ((h = try_cuda_home(GP_BUILD_CUDA_HOME)) != NULL ||
+    /* The wheel first: installed beside gpuprofile (its [cupti] extra, or torch's dependency), it
+       is the environment's own CUPTI, the one torch loads too, where a toolkit's is the
+       machine's; a prebuilt gpuprofile's build-time CUDA is another machine's path. */
+    if ((h = try_wheels()) != NULL || (h = try_cuda_home(GP_BUILD_CUDA_HOME)) != NULL ||
         (h = try_cuda_home(getenv("CUDA_HOME"))) || (h = try_cuda_home(getenv("CUDA_PATH"))) ||
-        (h = try_cuda_home("/usr/local/cuda")) || (h = try_wheels()))
+        (h = try_cuda_home("/usr/local/cuda")))
         return h;
     return NULL;
 }

@@ -2,6 +2,7 @@
 (Ctrl-C, CUDA errors), another profiler holding CUPTI, CUPTI missing. The C core is replaced by a
 fake where a device would be needed; the GPU tests run the real thing."""
 
+import json
 import os
 import subprocess
 import sys
@@ -262,6 +263,45 @@ def test_cupti_of_the_wrong_version_is_reported(tmp_path):
 def test_cupti_missing_a_function_is_reported(tmp_path):
     out = _start_with(_stub_cupti(tmp_path, 130001, skip=("cuptiActivityFlushAll",)))
     assert "CuptiError the CUPTI library lacks cuptiActivityFlushAll" in out
+
+
+def _cupti_info_with_sites(*sites):
+    """_cupti_info() in a new interpreter whose sys.path has `sites` (site-packages folders)."""
+    env = {k: v for k, v in os.environ.items() if k != "GPUPROFILE_CUPTI_PATH"}
+    env["PYTHONPATH"] = os.pathsep.join([*map(str, sites), env.get("PYTHONPATH", "")])
+    code = "import gpuprofile as gp, json; print(json.dumps(gp._C._cupti_info()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True).stdout
+    return json.loads(out)
+
+
+def _wheel_cupti(site, version):
+    """`site` laid out as the nvidia-cuda-cupti 13 wheel installs: nvidia/cu13/lib/libcupti.so.13."""
+    lib = site / "nvidia" / "cu13" / "lib"
+    lib.mkdir(parents=True)
+    os.rename(_stub_cupti(lib, version), lib / "libcupti.so.13")
+    return str(lib / "libcupti.so.13")
+
+
+def test_cupti_of_the_wheel_comes_first(tmp_path):
+    """The gpuprofile[cupti] extra's CUPTI is found before a toolkit's (this machine's, if any)."""
+    wheel = _wheel_cupti(tmp_path / "site", 130001)
+    info = _cupti_info_with_sites(tmp_path / "site")
+    assert info == {"found": True, "path": wheel, "version": 130001, "how": "loaded"}
+
+
+def test_cupti_of_another_cuda_is_passed_over_while_searching(tmp_path):
+    _wheel_cupti(tmp_path / "old", 120000)  # CUDA 12's, in the first place looked
+    wheel = _wheel_cupti(tmp_path / "new", 130002)
+    info = _cupti_info_with_sites(tmp_path / "old", tmp_path / "new")
+    assert info["found"] and info["path"] == wheel and info["version"] == 130002
+    # alone, it is never taken: a toolkit's CUPTI is, or the error says why it was passed over
+    info = _cupti_info_with_sites(tmp_path / "old")
+    if info["found"]:
+        assert "/old/" not in info["path"] and info["version"] // 10000 == 13
+    else:
+        assert ("old/nvidia/cu13/lib/libcupti.so.13: passed over: CUPTI API version 120000, not "
+                "CUDA 13's") in info["error"]
 
 
 def test_record_dtypes_come_from_the_c_structs():
