@@ -42,7 +42,7 @@ import time
 from _children import run_child, write_json
 
 WORKLOADS = ("mlp", "transformer", "ddp")
-FAMILIES = ("gpuprofile", "torch", "proton")
+FAMILIES = ("gpuprofile", "torch", "proton", "cupti")
 MIN_ROUNDS = 6  # the fewest samples with a 95 % interval of their median
 DDP_RANKS = 2
 
@@ -57,7 +57,13 @@ MODES = {
     "regions_off": ("gpuprofile", "profile(regions=False) + regions"),
     "line": ("gpuprofile", 'profile(python_stacks="line") + regions'),
     "stack": ("gpuprofile", 'profile(python_stacks="stack") + regions'),
-    "collectives": ("gpuprofile", "profile() + regions + gp.distributed.allreduce_hook"),
+    "scheduled": ("gpuprofile", "profile(schedule=...) + regions: 1 traced step per block "
+                  "(wait steps-2, warmup 1, active 1), p.step() after each step"),
+    "collectives": ("gpuprofile", "profile() + regions + gp.distributed.allreduce_hook (the "
+                    "older way to collective sizes; profile() alone reads them from torch's "
+                    "NCCL Flight Recorder)"),
+    "cupti_kernels": ("cupti", "a bare CUPTI client (ctypes): CONCURRENT_KERNEL records, "
+                      "discarded; the floor of any CUPTI kernel tracer"),
     "torch_cuda": ("torch", "torch.profiler(CUDA)"),
     "torch_cpu_cuda": ("torch", "torch.profiler(CPU, CUDA)"),
     "torch_stack": ("torch", "torch.profiler(CPU, CUDA, with_stack=True)"),
@@ -75,6 +81,10 @@ PROFILE_ARGS = {
     "stack": dict(python_stacks="stack"),
     "collectives": {},
 }
+# profile(schedule=...) of the "scheduled" mode, from the block's steps: its one traced step and
+# the stop that collects it fall inside the block's timed steps
+def scheduled_args(steps: int) -> dict:
+    return dict(wait=max(steps - 2, 0), warmup=1, active=1)
 # (rounds, steps per block, seconds per mode, child timeout s)
 PRESETS = {"default": (50, 8, 4.0, 420), "quick": (8, 4, 0.5, 150)}
 
@@ -210,6 +220,9 @@ def _contexts(family: str, names: list, tmp: str) -> dict:
         for m in names[1:]:
             out[m] = (lambda kw=PROFILE_ARGS[m]: gp.profile(**kw)) if m in PROFILE_ARGS \
                 else contextlib.nullcontext
+    elif family == "cupti":
+        client = _BareCupti()
+        out["cupti_kernels"] = client.session
     elif family == "torch":
         import torch
 
@@ -234,6 +247,51 @@ def _contexts(family: str, names: list, tmp: str) -> dict:
         for m in names[1:]:
             out[m] = lambda m=m: session(m)
     return out
+
+
+class _BareCupti:
+    """A minimal CUPTI client through ctypes (buffers freed unread): CONCURRENT_KERNEL on for a
+    block, flushed and off after it. What any CUPTI kernel tracer pays, gpuprofile included."""
+
+    KIND = 10  # CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
+
+    def __init__(self):
+        import ctypes
+
+        from gpuprofile import _C
+
+        self.lib = ctypes.CDLL(_C._cupti_info()["path"])
+        libc = ctypes.CDLL(None)
+        libc.aligned_alloc.restype = ctypes.c_void_p
+        libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+        libc.free.argtypes = [ctypes.c_void_p]
+        size = 8 << 20
+        req_t = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p),
+                                 ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t))
+        done_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
+                                  ctypes.c_size_t, ctypes.c_size_t)
+
+        def requested(buf, sz, max_records):
+            buf[0] = libc.aligned_alloc(8, size)
+            sz[0] = size
+            max_records[0] = 0
+
+        def completed(ctx, stream, buf, sz, valid):
+            libc.free(buf)
+
+        self.callbacks = (req_t(requested), done_t(completed))  # kept alive with the client
+        if self.lib.cuptiActivityRegisterCallbacks(*self.callbacks) != 0:
+            raise RuntimeError("cuptiActivityRegisterCallbacks failed")
+
+    @contextlib.contextmanager
+    def session(self):
+        if self.lib.cuptiActivityEnable(self.KIND) != 0:
+            raise RuntimeError("cuptiActivityEnable(CONCURRENT_KERNEL) failed")
+        try:
+            yield self
+        finally:
+            self.lib.cuptiActivityFlushAll(1)
+            self.lib.cuptiActivityDisable(self.KIND)
 
 
 def child_run(workload: str, family: str, cfg: dict, rank: int = 0, setup=None, share=None) -> dict:
@@ -266,14 +324,31 @@ def child_run(workload: str, family: str, cfg: dict, rank: int = 0, setup=None, 
         key = "collectives" if m == "collectives" else "plain"
         region = gp.region if MODES[m][0] == "gpuprofile" else _null_region
         steps[m] = make_step(torch, models[key], opts[key], x, region, autocast)
+    scheduled = {}  # the running ScheduledProfile of the "scheduled" mode's block
+    if "scheduled" in names:
+        bare = steps["scheduled"]
+
+        def scheduled_step():
+            bare()
+            scheduled["p"].step()
+        steps["scheduled"] = scheduled_step
     out = {"workload": workload, "family": family, "rank": rank,
            "steps_per_block": cfg["steps"], "device": torch.cuda.get_device_name()}
     with tempfile.TemporaryDirectory() as tmp:
         contexts = _contexts(family, names, tmp)
+        if "scheduled" in names:
+            traced = []
+
+            def scheduled_ctx():
+                scheduled["p"] = gp.profile(schedule=gp.schedule(**scheduled_args(cfg["steps"])),
+                                            on_trace_ready=traced.append)
+                return scheduled["p"]
+            contexts["scheduled"] = scheduled_ctx
         try:
             for m in names:  # each tool's first start in this process (CUPTI, Kineto) is untimed
                 with contexts[m]():
-                    steps[m]()
+                    for _ in range(cfg["steps"] + 1 if m == "scheduled" else 1):
+                        steps[m]()
                     torch.cuda.synchronize()
         except Exception as exc:
             if family != "proton":
@@ -292,6 +367,10 @@ def child_run(workload: str, family: str, cfg: dict, rank: int = 0, setup=None, 
         def after_block(mode, ctx, i):
             if i == 0 and isinstance(ctx, Profile):  # the block's warm-up step and timed steps
                 counted[mode] = len(ctx.kernels) / (cfg["steps"] + 1)
+            if mode == "scheduled":
+                if i == 0:  # one traced step per block: its kernels are one step's
+                    counted[mode] = len(traced[-1].kernels) if traced else 0
+                traced.clear()
             gp.reset()
 
         budget = time_budget(cfg["seconds_per_mode"] * len(names))
@@ -372,7 +451,8 @@ def parse_args(argv=None):
     ap.add_argument("--workloads", default=",".join(WORKLOADS),
                     help="comma-separated: mlp, transformer, ddp (ddp only where 2 GPUs exist)")
     ap.add_argument("--families", default=",".join(FAMILIES),
-                    help="comma-separated tool families: gpuprofile, torch, proton")
+                    help="comma-separated tool families: gpuprofile, torch, proton, cupti (a bare "
+                    "CUPTI client: the floor of any CUPTI kernel tracer)")
     ap.add_argument("--rounds", type=int, help=f"most rounds per child (default {PRESETS['default'][0]}, "
                     f"--quick {PRESETS['quick'][0]}; at least {MIN_ROUNDS})")
     ap.add_argument("--steps-per-block", type=int,

@@ -31,12 +31,13 @@ def test_rotation_gives_every_mode_every_place(bt):
 def test_each_family_runs_plain_beside_its_own_modes(bt):
     assert bt.family_modes("gpuprofile", "mlp") == [
         "plain", "regions", "profile", "kernels_only", "memory_off", "stream_attribution_off",
-        "regions_off", "line", "stack"]
+        "regions_off", "line", "stack", "scheduled"]
     assert bt.family_modes("gpuprofile", "ddp")[-1] == "collectives"
+    assert bt.family_modes("cupti", "transformer") == ["plain", "cupti_kernels"]
     assert bt.family_modes("torch", "transformer") == ["plain", "torch_cuda", "torch_cpu_cuda",
                                                        "torch_stack"]
     assert bt.family_modes("proton", "mlp") == ["plain", "proton_shadow", "proton_python"]
-    traced = {m for m, (fam, _) in bt.MODES.items() if fam == "gpuprofile"} - {"regions"}
+    traced = {m for m, (fam, _) in bt.MODES.items() if fam == "gpuprofile"} - {"regions", "scheduled"}
     assert set(bt.PROFILE_ARGS) == traced
     for kwargs in bt.PROFILE_ARGS.values():  # every set of arguments is one profile() accepts
         Profile(**kwargs)
@@ -284,13 +285,13 @@ def test_parent_runs_one_child_per_family_and_writes_what_they_gave(bt, monkeypa
         "profile": {"step_ms": 2.9, "host_ms": 1.1, "rounds": 6, "steps": 24,
                     "overhead_pct": 1.25, "ci95_pct": [0.5, 2.0]}}}
     answers = {"gpuprofile": mlp, "torch": {"error": ["CUPTI busy"]},
-               "proton": {"skipped": "no triton"}}
+               "proton": {"skipped": "no triton"}, "cupti": {"skipped": "no CUPTI"}}
     calls = _parent(bt, monkeypatch, 1, lambda args: dict(answers[args[1]]))
     out = tmp_path / "r.json"
     assert bt.main(["--quick", "--workloads", "mlp,ddp", "--output", str(out)]) == 0
     quick = ["--rounds", "8", "--steps-per-block", "4", "--seconds-per-mode", "0.5"]
     assert calls == [("bench_training.py", ["mlp", fam, *quick], bt.PRESETS["quick"][3])
-                     for fam in ("gpuprofile", "torch", "proton")]
+                     for fam in ("gpuprofile", "torch", "proton", "cupti")]
     data = json.loads(out.read_text())
     assert data["device"] == "Fake H100" and data["notes"] == ["ddp skipped: needs 2 GPUs, found 1"]
     assert data["config"] == {"rounds": 8, "steps": 4, "seconds_per_mode": 0.5}
@@ -300,11 +301,11 @@ def test_parent_runs_one_child_per_family_and_writes_what_they_gave(bt, monkeypa
     printed = capsys.readouterr().out
     assert "ddp skipped: needs 2 GPUs, found 1" in printed
     assert printed.splitlines()[-1] == f"target: <= 2 % of step time; results written to {out}"
-    table = printed.splitlines()[-7:-1]
+    table = printed.splitlines()[-8:-1]
     assert table[0].split() == ["workload", "mode", "overhead", "%", "95%", "CI", "step", "ms",
                                 "host", "ms", "kernels/step", "steps"]
     assert table[3].split()[:4] == ["mlp", "profile", "+1.2", "[+0.5,"]
-    assert "torch: error: CUPTI busy" in table[4]
+    assert "torch: error: CUPTI busy" in table[4] and "cupti: no CUPTI" in table[6]
 
 
 def test_ddp_runs_where_two_devices_are_and_leaves_proton_out(bt, monkeypatch, tmp_path):
@@ -405,7 +406,28 @@ def fake_child(bt, monkeypatch):
         def kernels(self):
             return [0] * (3 * self.ran)
 
-    monkeypatch.setattr(gp, "profile", lambda **kw: FakeProfile(**kw))
+    class FakeScheduled:
+        """gp.profile(schedule=..., on_trace_ready=...): one cycle's stand-in Profile per cycle."""
+
+        def __init__(self, schedule, on_trace_ready, **kw):
+            self.schedule, self.ready, self.steps = schedule, on_trace_ready, 0
+
+        def __enter__(self):
+            log.append(("scheduled", self.schedule.wait, self.schedule.warmup, self.schedule.active))
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def step(self):
+            self.steps += 1
+            if self.steps % self.schedule.cycle == 0:
+                p = FakeProfile()
+                p.ran = self.schedule.active
+                self.ready(p)
+
+    monkeypatch.setattr(gp, "profile", lambda **kw: FakeScheduled(**kw) if "schedule" in kw
+                        else FakeProfile(**kw))
     monkeypatch.setattr(_C, "_synchronize", lambda: None)
     cfg = {"rounds": 6, "steps": 2, "seconds_per_mode": 0.01}
     return (lambda workload, family: bt.child_run(workload, family, cfg)), log
@@ -420,15 +442,18 @@ def test_child_gpuprofile_family_on_a_stand_in(bt, fake_child):
     for mode in names:
         m = res["modes"][mode]
         assert (m["rounds"], m["steps"]) == (6, 12), mode
-        assert m.get("kernels_per_step") == (3.0 if mode in bt.PROFILE_ARGS else None), mode
+        traced = mode in bt.PROFILE_ARGS or mode == "scheduled"  # scheduled: its one traced step
+        assert m.get("kernels_per_step") == (3.0 if traced else None), mode
     assert res["modes"]["regions"]["ci95_pct"][0] is not None
     # the profiles' arguments reached profile(): python_stacks and kinds per mode
     assert ("profile", ("kernels", "memcpy", "memset", "regions", "stream_attribution"),
             None) in log  # memory=False
     assert any(e[0] == "profile" and e[2] == "stack" for e in log if isinstance(e, tuple))
+    assert ("scheduled", 0, 1, 1) in log  # 2 timed steps per block: wait 0, warmup 1, active 1
     # every step a forward, a backward and an optimizer step; 3 warm-ups, the first-start
-    # blocks, the kernel count, then 6 rounds of 9 blocks of 1 + 2 steps
-    forwards = 3 + len(names) + 3 + 6 * len(names) * 3
+    # blocks (the scheduled mode's runs a block's 1 + 2 steps), the kernel count, then 6 rounds
+    # of 10 blocks of 1 + 2 steps
+    forwards = 3 + len(names) + 2 + 3 + 6 * len(names) * 3
     assert log.count("forward") == log.count("backward") == log.count("step") == forwards
 
 
