@@ -57,7 +57,7 @@ def test_match_uses_start_order_not_arrival_order():
     names = np.array([AR, AG], dtype=object)
     m = C.match(names, np.array([50, 10]), np.array([1, 1]),
                 [entry(1, "nccl:_allgather_base", out=((64,),)), entry(2)], 10**9)
-    assert dict(zip(m.table["kernel"].tolist(), m.table["op"].tolist())) == {0: "AllReduce", 1: "AllGather"}
+    assert dict(zip(m.table["kernel"].tolist(), m.table["op"].tolist(), strict=True)) == {0: "AllReduce", 1: "AllGather"}
 
 
 def test_a_wrapped_recorder_sizes_the_last_kernels_and_says_so():
@@ -80,7 +80,7 @@ def test_two_groups_on_two_streams():
                entry(1, pg=("1", "tp"), sizes=((8,),)),
                entry(2, "nccl:_allgather_base", pg=("1", "tp"), sizes=((2,),), out=((4,),))]
     m = C.match(names, np.array([1, 2, 3]), streams, entries, 10**9)
-    got = {int(k): (g, int(b)) for k, g, b in zip(m.table["kernel"], m.table["group"], m.table["bytes"])}
+    got = {int(k): (g, int(b)) for k, g, b in zip(m.table["kernel"], m.table["group"], m.table["bytes"], strict=True)}
     assert got == {0: ("0/default_pg", 16), 1: ("1/tp", 32), 2: ("1/tp", 16)}
 
 
