@@ -10,9 +10,18 @@ typedef CUresult (*ctx_get_current_fn)(CUcontext *);
 typedef CUresult (*device_get_fn)(CUdevice *, int);
 typedef CUresult (*stream_get_ctx_fn)(CUstream, CUcontext *);
 
+typedef CUresult (*ctx_set_current_fn)(CUcontext);
+typedef CUresult (*ctx_get_device_fn)(CUdevice *);
+typedef CUresult (*primary_retain_fn)(CUcontext *, CUdevice);
+typedef CUresult (*primary_release_fn)(CUdevice);
+
 static ctx_get_current_fn ctx_get_current;
 static device_get_fn device_get;
 static stream_get_ctx_fn stream_get_ctx;
+static ctx_set_current_fn ctx_set_current;
+static ctx_get_device_fn ctx_get_device;
+static primary_retain_fn primary_retain;
+static primary_release_fn primary_release;
 
 static int
 bind(const char *symbol, void **fn)
@@ -62,6 +71,55 @@ gp_stream_context(cudaStream_t stream, CUcontext *ctx)
     CUresult res = stream_get_ctx((CUstream)stream, ctx);
     if (res != CUDA_SUCCESS || *ctx == NULL) {
         PyErr_Format(gp_CudaError, "cuStreamGetCtx failed (CUresult %d)", (int)res);
+        return -1;
+    }
+    return 0;
+}
+
+int
+gp_context_enter_device(int device, gp_saved_context *saved)
+{
+    saved->switched = 0;
+    if ((ctx_get_current == NULL && bind("cuCtxGetCurrent", (void **)&ctx_get_current) < 0) ||
+        (device_get == NULL && bind("cuDeviceGet", (void **)&device_get) < 0) ||
+        (ctx_set_current == NULL && bind("cuCtxSetCurrent", (void **)&ctx_set_current) < 0) ||
+        (ctx_get_device == NULL && bind("cuCtxGetDevice", (void **)&ctx_get_device) < 0) ||
+        (primary_retain == NULL && bind("cuDevicePrimaryCtxRetain", (void **)&primary_retain) < 0) ||
+        (primary_release == NULL && bind("cuDevicePrimaryCtxRelease", (void **)&primary_release) < 0))
+        return -1;
+    CUresult res = device_get(&saved->device, device);
+    if (res != CUDA_SUCCESS) {
+        PyErr_Format(gp_CudaError, "cuDeviceGet(%d) failed (CUresult %d)", device, (int)res);
+        return -1;
+    }
+    saved->ctx = NULL;
+    CUdevice current = -1;
+    if (ctx_get_current(&saved->ctx) == CUDA_SUCCESS && saved->ctx != NULL &&
+        ctx_get_device(&current) == CUDA_SUCCESS && current == saved->device)
+        return 0; /* already there */
+    CUcontext primary = NULL;
+    res = primary_retain(&primary, saved->device);
+    if (res == CUDA_SUCCESS && (res = ctx_set_current(primary)) != CUDA_SUCCESS)
+        (void)primary_release(saved->device);
+    if (res != CUDA_SUCCESS) {
+        PyErr_Format(gp_CudaError, "could not make device %d's context current (CUresult %d)",
+                     device, (int)res);
+        return -1;
+    }
+    saved->switched = 1;
+    return 0;
+}
+
+int
+gp_context_leave_device(const gp_saved_context *saved)
+{
+    if (!saved->switched)
+        return 0;
+    CUresult res = ctx_set_current(saved->ctx);
+    (void)primary_release(saved->device); /* its owner (torch, the runtime) keeps it alive */
+    if (res != CUDA_SUCCESS) {
+        PyErr_Format(gp_CudaError, "could not make the caller's context current again "
+                     "(CUresult %d)", (int)res);
         return -1;
     }
     return 0;

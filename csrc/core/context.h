@@ -16,6 +16,21 @@ int gp_current_context(CUcontext *ctx, int *device, CUdevice *cu_device);
  * CudaError. */
 int gp_stream_context(cudaStream_t stream, CUcontext *ctx);
 
+/* Running code of another device's producer (torch exports a tensor only while its device is
+ * current): gp_context_enter_device makes device `device`'s primary context current unless the
+ * current context is already that device's, and saves the caller's exact context, which
+ * gp_context_leave_device makes current again (a driver-level swap: no runtime's idea of "the
+ * current device" is consulted, so none can leave another device current). 0, or -1 with
+ * CudaError. */
+typedef struct {
+    CUcontext ctx;   /* the caller's context (NULL if none was current) */
+    CUdevice device; /* the device entered */
+    int switched;
+} gp_saved_context;
+
+int gp_context_enter_device(int device, gp_saved_context *saved);
+int gp_context_leave_device(const gp_saved_context *saved);
+
 int gp_context_init(PyObject *module);
 
 #endif

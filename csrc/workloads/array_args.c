@@ -2,6 +2,7 @@
 #include "array_args.h"
 #include "device_array.h"
 #include "dlpack.h"
+#include "core/context.h"
 #include "core/errors.h"
 #include "core/streams.h"
 #include "core/util.h"
@@ -339,24 +340,20 @@ consume_capsule(PyObject *cap, const char *name, gp_array *a)
 /* obj.__dlpack__() for an array on CUDA device `device` (from __dlpack_device__, -1 if it did
  * not say). Producers export only from their own device: torch raises BufferError for a tensor
  * on device 1 while device 0 is current. So the call runs with the array's device current (the
- * caller's device is restored after it), and the handshake then names the legacy default
- * stream (DLPack's 1): the consumer's stream belongs to another device. Arrays that end up on
- * different devices are refused by the caller with its ValueError. */
+ * caller's exact context is current again after it: core/context.h), and the handshake then
+ * names the legacy default stream (DLPack's 1): the consumer's stream belongs to another device.
+ * Arrays that end up on different devices are refused by the caller with its ValueError. */
 static PyObject *
 call_dlpack_on(PyObject *obj, int device, cudaStream_t consumer)
 {
-    int current = -1;
-    if (device < 0 || cudaGetDevice(&current) != cudaSuccess || current == device ||
-        cudaSetDevice(device) != cudaSuccess) {
-        (void)cudaGetLastError();
+    gp_saved_context saved = {0};
+    if (device >= 0 && gp_context_enter_device(device, &saved) < 0)
+        PyErr_Clear(); /* no driver or no such device: the producer says what is wrong */
+    if (!saved.switched)
         return call_dlpack(obj, gp_stream_protocol_value(consumer));
-    }
     PyObject *cap = call_dlpack(obj, 1);
-    if (cudaSetDevice(current) != cudaSuccess) {
-        (void)cudaGetLastError();
+    if (gp_context_leave_device(&saved) < 0) {
         Py_XDECREF(cap); /* an unused capsule frees its tensor */
-        PyErr_Format(PyExc_RuntimeError, "could not make device %d current again after "
-                     "reading an array of device %d", current, device);
         return NULL;
     }
     return cap;

@@ -17,6 +17,7 @@ import html
 import linecache
 import os
 import site
+import sys
 import sysconfig
 from dataclasses import dataclass, field
 
@@ -41,6 +42,10 @@ def excluded_prefixes() -> tuple:
         found.add(site.getusersitepackages())
     except AttributeError:  # some embedded interpreters lack them
         pass
+    # site folders that reach sys.path another way (a .pth file, PYTHONPATH: a venv that sees
+    # another venv's packages, as test_wheel.sh's does torch's) are library code too
+    found.update(p for p in sys.path
+                 if p and os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages"))
     found.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     prefixes = {os.path.join(os.path.realpath(p), "") for p in found if p}
     prefixes |= {os.path.join(p, "") for p in found if p}

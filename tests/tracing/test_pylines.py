@@ -341,3 +341,14 @@ def test_a_profile_without_lines_says_how_to_get_them():
     assert p.kernels["python_line"].tolist() == []
     with pytest.raises(gp.GpuProfileError, match="python_stacks=True"):
         p.by_line()
+
+
+def test_site_folders_added_to_sys_path_are_library_code(monkeypatch, tmp_path):
+    """A venv that sees another venv's packages through a .pth file (or PYTHONPATH): those
+    packages are not the user's code either."""
+    other = tmp_path / "other" / "lib" / "python3.12" / "site-packages"
+    mine = tmp_path / "project" / "src"
+    monkeypatch.setattr(sys, "path", [*sys.path, str(other), str(mine)])
+    prefixes = pylines.excluded_prefixes()
+    assert os.path.join(str(other), "") in prefixes
+    assert not any(str(mine).startswith(p) for p in prefixes if p != "<frozen ")
