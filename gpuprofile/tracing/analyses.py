@@ -11,8 +11,8 @@ events.
 Across ranks (after alignment), `match` pairs the k-th NCCL kernel of each collective on every
 rank (NCCL requires the same order on every rank of a communicator), and `held_back` lists the
 steps where one rank arrived last at the step's first collective, by how much it held the
-others, and why: its GPU idle before the collective for at least half that time (a late launch
-by its host) or busy with its own work (compute).
+others, and why: its GPU idled before the collective longer than the others' (a late launch by
+its host: data loading, a sync, Python) or its own kernels took longer (compute).
 """
 
 from __future__ import annotations
@@ -186,10 +186,19 @@ def step_rows(ranks, n_steps: int) -> list:
             for k in range(n_steps) for r in ranks]
 
 
+def _idle_before(r, j: int, k: int) -> int:
+    """Rank r's GPU idle time right before its NCCL kernel j, within step k."""
+    own = int(r.nccl["start"][j])
+    lo = int(r.steps[k, 0])
+    return max(min(int(r.nccl["idle_before"][j]), own - lo), 0)
+
+
 def held_back(ranks, matched, starts, last, first) -> list:
-    """Steps where one rank arrived last, most held first: step, rank, collective, held_ns (its
-    start minus the next latest), idle_before_ns, compute_ns, others_compute_ns (median),
-    reason."""
+    """Steps where one rank arrived last at the step's first collective, most held first: step,
+    rank, collective, held_ns (its start minus the next latest), idle_before_ns and compute_ns
+    of that rank, the other ranks' medians of both, and the reason: 'late launch' when its GPU
+    idled before the collective longer than the others' did by at least as much as its
+    compute exceeded theirs, else 'compute'."""
     out = []
     if len(ranks) < 2:
         return out
@@ -197,20 +206,17 @@ def held_back(ranks, matched, starts, last, first) -> list:
         if who is None:
             continue
         s = starts[c]
-        held = int(s[who] - np.max(np.delete(s, who)))
-        r = ranks[who]
-        j = matched["pos"][c, who]
-        lo = int(r.steps[k, 0])
-        own = int(r.nccl["start"][j])
-        idle = int(r.nccl["idle_before"][j])
-        idle = min(idle, own - lo) if own >= lo else 0  # within the step
-        compute = int(r.per_step["compute_ns"][k])
-        others = float(np.median([x.per_step["compute_ns"][k] for i, x in enumerate(ranks) if i != who]))
-        out.append({"step": k, "rank": r.rank,
+        idle = [_idle_before(r, int(matched["pos"][c, i]), k) for i, r in enumerate(ranks)]
+        compute = [int(r.per_step["compute_ns"][k]) for r in ranks]
+        others_idle = int(round(float(np.median(np.delete(idle, who)))))
+        others_compute = int(round(float(np.median(np.delete(compute, who)))))
+        late = idle[who] - others_idle >= compute[who] - others_compute
+        out.append({"step": k, "rank": ranks[who].rank,
                     "collective": f"{matched['op'][c]} #{int(matched['index'][c])}",
-                    "held_ns": held, "idle_before_ns": max(idle, 0), "compute_ns": compute,
-                    "others_compute_ns": int(round(others)),
-                    "reason": "late launch" if 2 * max(idle, 0) >= held else "compute"})
+                    "held_ns": int(s[who] - np.max(np.delete(s, who))),
+                    "idle_before_ns": idle[who], "others_idle_before_ns": others_idle,
+                    "compute_ns": compute[who], "others_compute_ns": others_compute,
+                    "reason": "late launch" if late else "compute"})
     out.sort(key=lambda row: (-row["held_ns"], row["step"]))
     return out
 
@@ -266,8 +272,8 @@ class HeldBackTable(Tabular):
     rows: list = field(default_factory=list)
     top: int = 10
 
-    _HEADERS = ["step", "rank", "collective", "held us", "GPU idle before us", "compute ms",
-                "others' compute ms", "why"]
+    _HEADERS = ["step", "rank", "collective", "held us", "GPU idle before us", "others' idle us",
+                "compute ms", "others' compute ms", "why"]
 
     def table_rows(self) -> list:
         return [dict(row) for row in self.rows]
@@ -277,8 +283,8 @@ class HeldBackTable(Tabular):
 
     def _body(self) -> list:
         return [[str(r["step"]), r["rank"], r["collective"], r["held_ns"] / 1e3,
-                 r["idle_before_ns"] / 1e3, r["compute_ns"] / 1e6, r["others_compute_ns"] / 1e6,
-                 r["reason"]] for r in self.rows[: self.top]]
+                 r["idle_before_ns"] / 1e3, r["others_idle_before_ns"] / 1e3, r["compute_ns"] / 1e6,
+                 r["others_compute_ns"] / 1e6, r["reason"]] for r in self.rows[: self.top]]
 
     def _title(self) -> str:
         return f"steps where one rank held the others back (top {min(self.top, len(self.rows))} of {len(self.rows)})"

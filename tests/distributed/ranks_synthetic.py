@@ -23,41 +23,60 @@ def rank_profile(rank: int, steps, cupti_base: int, wall_error: int, pair_uncert
     allreduce_end = 50_000]), in ns after the step's start, which is k * STEP + 1000 on every
     rank. Its CUPTI clock reads true + cupti_base; its wall clock is off by
     `wall_error` ns."""
-    n = len(steps)
-    k = np.zeros(2 * n, KERNEL_RAW)
-    spec = []
-    for s, (compute_end, ar_start, *ar_end) in enumerate(steps):
+    per_step = [[(0, 0, compute_end, 7), (1, ar_start, (ar_end or [50_000])[0], 13)]
+                for compute_end, ar_start, *ar_end in steps]
+    return kernels_profile(rank, per_step, cupti_base, wall_error, pair_uncertainty)
+
+
+def kernels_profile(rank: int, per_step, cupti_base: int, wall_error: int = 0,
+                    pair_uncertainty=100):
+    """A stopped Profile of one rank whose step s runs the kernels per_step[s]: (name id: 0
+    compute, 1 NCCL AllReduce; start, end in ns after the step's start; stream). A step starts
+    at s * STEP + 1000 (true time); compute kernels belong to the step region, NCCL kernels to
+    a collective() region inside it."""
+    n = sum(len(ks) for ks in per_step)
+    k = np.zeros(n, KERNEL_RAW)
+    spec, regions, j = [], [], 0
+    for s, ks in enumerate(per_step):
         base = cupti_base + s * STEP + 1000
-        k[2 * s]["start"], k[2 * s]["end"] = base, base + compute_end
-        k[2 * s + 1]["start"], k[2 * s + 1]["end"] = base + ar_start, base + (ar_end or [50_000])[0]
         host = base - HOST_OFFSET
-        spec += [("step", -1, host - 500, host + 45_000, False),
-                 (f"collective AllReduce {NBYTES} B", 2 * s, host + 20_000, host + 21_000, False)]
-    k["name_id"] = np.tile([0, 1], n)
-    k["correlation_id"] = np.arange(1, 2 * n + 1)
+        step_record = len(spec)
+        spec.append(("step", -1, host - 500, host + 45_000, False))
+        for name_id, start, end, stream in ks:
+            k[j]["start"], k[j]["end"] = base + start, base + end
+            k[j]["name_id"], k[j]["stream"] = name_id, stream
+            if name_id == 1:
+                regions.append(len(spec))
+                spec.append((f"collective AllReduce {NBYTES} B", step_record, host + 20_000,
+                             host + 21_000, False))
+            else:
+                regions.append(step_record)
+            j += 1
+    k["correlation_id"] = np.arange(1, n + 1)
     k["device"] = rank
-    k["stream"] = np.tile([7, 13], n)
     k["block_x"] = k["block_y"] = k["block_z"] = 1
-    regions = np.ravel([[2 * s, 2 * s + 1] for s in range(n)])  # compute in step, nccl in region
-    _, ext = S.kernels(2 * n, regions=regions)
+    _, ext = S.kernels(n, regions=regions)
     w = S.window(k, ext, names=NAMES)
     pair = {"cupti_ns": cupti_base + 10_000, "wall_ns": WALL0 + 10_000 + wall_error,
             "uncertainty_ns": pair_uncertainty}
-    w = Window(t0=cupti_base, t1=cupti_base + n * STEP + 10_000, offset_ns=HOST_OFFSET,
+    w = Window(t0=cupti_base, t1=cupti_base + len(per_step) * STEP + 10_000, offset_ns=HOST_OFFSET,
                offset_uncertainty_ns=20, chunk=w.chunk, clock_pair=pair)
     return Profile._from_window(w, S.region_records(spec), S.LIMITS)
 
 
-def export_ranks(tmp_path, monkeypatch, per_rank, bases, errors, name="trace.json.gz"):
-    """Export each rank's profile as that rank (RANK/WORLD_SIZE set as torchrun sets them);
-    returns the paths written."""
+def export_ranks(tmp_path, monkeypatch, per_rank, bases, errors, name="trace.json.gz",
+                 make=rank_profile):
+    """Export each rank's profile as that rank (RANK/WORLD_SIZE set as torchrun sets them), as
+    a Chrome trace, or as Parquet when `name` ends in .parquet; returns the paths written."""
     paths = []
     world = len(per_rank)
     for r, steps in enumerate(per_rank):
         monkeypatch.setenv("RANK", str(r))
         monkeypatch.setenv("WORLD_SIZE", str(world))
         monkeypatch.setenv("LOCAL_RANK", str(r))
-        paths.append(rank_profile(r, steps, bases[r], errors[r]).export_chrome_trace(tmp_path / name))
+        p = make(r, steps, bases[r], errors[r])
+        export = p.export_parquet if str(name).endswith(".parquet") else p.export_chrome_trace
+        paths.append(export(tmp_path / name))
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(var)
     return paths
