@@ -197,8 +197,8 @@ def held_back(ranks, matched, starts, last, first) -> list:
     """Steps where one rank arrived last at the step's first collective, most held first: step,
     rank, collective, held_ns (its start minus the next latest), idle_before_ns and compute_ns
     of that rank, the other ranks' medians of both, and the reason: 'late launch' when its GPU
-    idled before the collective longer than the others' did by at least as much as its
-    compute exceeded theirs, else 'compute'."""
+    idled before the collective longer than the others' by more than its compute exceeded
+    theirs, 'compute' when the reverse, 'unclear' when the two are equal."""
     out = []
     if len(ranks) < 2:
         return out
@@ -210,13 +210,16 @@ def held_back(ranks, matched, starts, last, first) -> list:
         compute = [int(r.per_step["compute_ns"][k]) for r in ranks]
         others_idle = int(round(float(np.median(np.delete(idle, who)))))
         others_compute = int(round(float(np.median(np.delete(compute, who)))))
-        late = idle[who] - others_idle >= compute[who] - others_compute
+        held = int(s[who] - np.max(np.delete(s, who)))
+        if held <= 0:  # a tie: nobody held the others
+            continue
+        late, busy = idle[who] - others_idle, compute[who] - others_compute
         out.append({"step": k, "rank": ranks[who].rank,
                     "collective": f"{matched['op'][c]} #{int(matched['index'][c])}",
-                    "held_ns": int(s[who] - np.max(np.delete(s, who))),
+                    "held_ns": held,
                     "idle_before_ns": idle[who], "others_idle_before_ns": others_idle,
                     "compute_ns": compute[who], "others_compute_ns": others_compute,
-                    "reason": "late launch" if late else "compute"})
+                    "reason": "late launch" if late > busy else "compute" if busy > late else "unclear"})
     out.sort(key=lambda row: (-row["held_ns"], row["step"]))
     return out
 

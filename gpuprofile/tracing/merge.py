@@ -143,7 +143,7 @@ def _window(ranks, n_steps: int, window, steps):
         return (min(int(r.steps[a, 0]) + r.shift_ns for r in ranks),
                 max(int(r.steps[b - 1, 1]) + r.shift_ns for r in ranks))
     if window is not None:
-        lo, hi = (int(x) for x in window)
+        lo, hi = (min(max(int(x), -(2**62)), 2**62) for x in window)  # beyond any trace time
         if hi < lo:
             raise ValueError(f"window ends before it starts: {window}")
         return lo, hi
