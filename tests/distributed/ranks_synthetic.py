@@ -80,3 +80,66 @@ def export_ranks(tmp_path, monkeypatch, per_rank, bases, errors, name="trace.jso
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(var)
     return paths
+
+
+# ---- at scale: many ranks of many kernels, a slow rank planted in every step ----------------
+
+KERNEL_NS, GAP_NS, TRANSFER_NS = 4_000, 1_000, 30_000
+
+
+def planted(step: int, world: int) -> tuple:
+    """The rank that holds the others back in `step`, why ('compute' on even steps, 'late
+    launch' on odd ones) and by how many ns: the answer the merge must find."""
+    return (step * 7 + 3) % world, ("compute" if step % 2 == 0 else "late launch"), 20_000 + 1_000 * (step % 7)
+
+
+def scale_profile(rank: int, world: int, steps: int, per_step: int, seed: int = 0):
+    """A stopped Profile of one rank of a `world`-rank job: `steps` steps of `per_step` compute
+    kernels back to back, then an AllReduce that ends TRANSFER_NS after the last rank joined.
+    The planted() rank of a step either runs its compute kernels slower ('compute') or launches
+    its AllReduce late ('late launch'). Each rank's CUPTI clock and wall-clock error differ."""
+    rng = np.random.default_rng(seed * 1_000_003 + rank)
+    cupti_base = 1_000_000_000 * (rank + 1) + int(rng.integers(0, 1_000_000))
+    wall_error = int(rng.integers(-50_000, 50_000))
+    s = np.arange(steps, dtype=np.int64)
+    who, why, late = zip(*(planted(int(k), world) for k in s), strict=True)
+    mine = np.array(who) == rank
+    slow = mine & (np.array(why) == "compute")
+    launch = mine & (np.array(why) == "late launch")
+    late = np.array(late, np.int64)
+    length = np.where(slow, KERNEL_NS + late // per_step + 1, KERNEL_NS)  # per compute kernel
+    normal_end = per_step * (KERNEL_NS + GAP_NS)
+    compute_end = per_step * (length + GAP_NS)
+    ar_start = compute_end + GAP_NS + np.where(launch, late, 0)
+    joined = normal_end + GAP_NS + late  # the planted rank's start, on every rank
+    period = normal_end + 3 * late.max() + TRANSFER_NS + 10_000
+    step0 = cupti_base + 1000 + s * period
+    j = np.arange(per_step, dtype=np.int64)
+    k = np.zeros(steps * (per_step + 1), KERNEL_RAW)
+    comp = (step0[:, None] + j[None, :] * (length[:, None] + GAP_NS))
+    start = np.concatenate([comp, (step0 + ar_start)[:, None]], axis=1).reshape(-1)
+    end = np.concatenate([comp + length[:, None], (step0 + joined + TRANSFER_NS)[:, None]],
+                         axis=1).reshape(-1)
+    k["start"], k["end"] = start, end
+    k["name_id"] = np.tile(np.r_[np.arange(per_step) % 8 + 2, 1], steps)
+    k["stream"] = np.tile(np.r_[np.full(per_step, 7), 13], steps)
+    k["correlation_id"] = np.arange(1, k.size + 1)
+    k["device"] = rank % 8
+    k["block_x"] = 256
+    k["block_y"] = k["block_z"] = k["grid_y"] = k["grid_z"] = 1
+    k["grid_x"] = 1024
+    regions = np.tile(np.r_[np.zeros(per_step, np.int64), 1], steps) + np.repeat(2 * s, per_step + 1)
+    _, ext = S.kernels(k.size, regions=regions)
+    host = step0 - HOST_OFFSET
+    spec = []
+    for h, a in zip(host.tolist(), ar_start.tolist(), strict=True):
+        spec += [("step", -1, h - 500, h + a + 2000, False),
+                 (f"collective AllReduce {NBYTES} B", len(spec), h + a - 1000, h + a + 1000, False)]
+    names = NAMES + [f"compute_kernel_{i}(float*, int)" for i in range(8)]
+    w = S.window(k, ext, names=names)
+    pair = {"cupti_ns": cupti_base + 10_000, "wall_ns": WALL0 + 10_000 + wall_error,
+            "uncertainty_ns": 100}
+    w = Window(t0=cupti_base, t1=int(end.max()) + 10_000, offset_ns=HOST_OFFSET,
+               offset_uncertainty_ns=20, chunk=w.chunk, clock_pair=pair)
+    limits = {d: S.LIMITS[0] for d in range(8)}
+    return Profile._from_window(w, S.region_records(spec), limits)

@@ -171,3 +171,22 @@ def test_many_ranks_find_the_slow_one(tmp_path, monkeypatch):
     assert (top["step"], top["rank"], top["held_ns"], top["reason"]) == (1, 5, 9_000, "compute")
     waits = {r["rank"]: r["wait_ns"] for r in result.straggler.rows if r["step"] == 1}
     assert waits == {r: (0 if r == 5 else 9_000) for r in range(8)}
+
+
+@pytest.mark.parametrize("name", ["trace.json.gz", "trace.parquet"])
+def test_scale_generator_answers_are_found(tmp_path, monkeypatch, name):
+    # the benchmark's ranks (bench_merge.py), small: 6 ranks of 40 steps x 20 kernels
+    world, steps = 6, 40
+    paths = R.export_ranks(tmp_path, monkeypatch, [None] * world, [0] * world, [0] * world,
+                           name=name, make=lambda r, *_: R.scale_profile(r, world, steps, 20))
+    result = merge_traces(paths, tmp_path / "m.json")
+    assert result.alignment["spread_max_ns"] == 0  # every wall-clock error removed
+    assert result.straggler.last == [R.planted(k, world)[0] for k in range(steps)]
+    found = sorted((row["step"], row["rank"], row["reason"], row["held_ns"])
+                   for row in result.held_back.rows)
+    expect = []
+    for k in range(steps):
+        who, why, late = R.planted(k, world)
+        # compute: each of 20 kernels longer by late // 20 + 1 ns; late launch: exactly `late`
+        expect.append((k, who, why, late if why == "late launch" else 20 * (late // 20 + 1)))
+    assert found == expect
