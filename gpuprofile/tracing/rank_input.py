@@ -151,7 +151,10 @@ def read_parquet(path: str, columns=None) -> tuple:
     """(metadata, {column: array, or (codes, labels) for strings}) of a Parquet file that
     Profile.export_parquet wrote; TraceFileError naming the file otherwise. Times are moved to
     ns from the rank's time zero."""
-    pa = require_pyarrow()
+    try:
+        pa = require_pyarrow()
+    except ImportError as exc:  # a file merge cannot read here: the one error merge gives for that
+        raise TraceFileError(f"{path}: a Parquet trace, and {exc}") from None
     import pyarrow.parquet as pq
 
     wanted = list(columns or [c for c, _ in COLUMNS])

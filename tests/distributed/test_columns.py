@@ -93,7 +93,8 @@ def test_scan_reads_the_same_from_either_file(tmp_path, monkeypatch):
     assert a.gpus == b.gpus == [0]
 
 
-@pytest.mark.parametrize("damage", ["no metadata", "missing column", "nulls", "string times",
+@pytest.mark.parametrize("damage", ["no metadata", "metadata not JSON", "zero not a number",
+                                    "missing column", "nulls", "string times", "huge times",
                                     "not parquet", "kind"])
 def test_bad_parquet_names_the_file(tmp_path, monkeypatch, damage):
     from gpuprofile.tracing.merge import TraceFileError, merge_traces
@@ -103,6 +104,13 @@ def test_bad_parquet_names_the_file(tmp_path, monkeypatch, damage):
     bad = tmp_path / "bad.parquet"
     if damage == "no metadata":
         t = t.replace_schema_metadata({})
+    elif damage == "metadata not JSON":
+        t = t.replace_schema_metadata({b"gpuprofile": b"{nope"})
+    elif damage == "zero not a number":
+        meta = json.loads(t.schema.metadata[META_KEY])
+        t = t.replace_schema_metadata({META_KEY: json.dumps({**meta, "time_zero_cupti_ns": "x"})})
+    elif damage == "huge times":
+        t = t.set_column(3, "start_ns", pa.array([2**62] * len(t), pa.int64()))
     elif damage == "missing column":
         t = t.drop(["end_ns"])
     elif damage == "nulls":
@@ -118,3 +126,43 @@ def test_bad_parquet_names_the_file(tmp_path, monkeypatch, damage):
     with pytest.raises(TraceFileError, match="bad.parquet"):
         merge_traces([good, bad], tmp_path / "m.json")
     assert not (tmp_path / "m.json").exists()
+
+
+def test_an_empty_profile_exports_and_merges(tmp_path):
+    import synthetic as S
+
+    from gpuprofile.tracing.merge import merge_traces
+    from gpuprofile.tracing.profile import Profile
+
+    p = Profile._from_window(S.window(), None, S.LIMITS)
+    assert p.to_arrow().num_rows == 0 and p.to_pandas("events").shape == (0, len(COLUMNS))
+    result = merge_traces([p.export_parquet(tmp_path / "e.parquet")], tmp_path / "m.json")
+    assert result.collectives == [] and result.steps.rows == [] and result.held_back.rows == []
+    events = json.loads((tmp_path / "m.json").read_text())["traceEvents"]
+    assert [e["name"] for e in events] == ["process_name", "process_sort_index"]
+
+
+def test_without_pyarrow_the_error_says_how_to_get_it(monkeypatch, tmp_path):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_pyarrow(name, *args, **kwargs):
+        if name.split(".")[0] == "pyarrow":
+            raise ImportError("No module named 'pyarrow'")
+        return real(name, *args, **kwargs)
+
+    p = _profile()
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    for call in (p.to_arrow, lambda: p.export_parquet(tmp_path / "t.parquet")):
+        with pytest.raises(ImportError, match="pip install pyarrow"):
+            call()
+    assert not list(tmp_path.iterdir())
+    assert len(p.to_pandas("events")) == 12  # needs pandas only
+    monkeypatch.setattr(builtins, "__import__", real)
+    path = p.export_parquet(tmp_path / "t.parquet")
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    from gpuprofile.tracing.merge import TraceFileError, merge_traces
+
+    with pytest.raises(TraceFileError, match=r"t\.parquet: a Parquet trace, and .*pip install pyarrow"):
+        merge_traces([path], tmp_path / "m.json")
