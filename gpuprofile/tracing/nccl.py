@@ -88,7 +88,8 @@ def region_bytes(region: str, op: str):
     if not region.startswith(COLLECTIVE_REGION):
         return None
     parts = region[len(COLLECTIVE_REGION):].split()
-    if len(parts) == 3 and parts[2] == "B" and parts[1].isdigit() and canonical_op(parts[0]) == op:
+    if (len(parts) == 3 and parts[2] == "B" and parts[1].isascii() and parts[1].isdigit()
+            and len(parts[1]) <= 18 and canonical_op(parts[0]) == op):  # within int64
         return int(parts[1])
     return None
 

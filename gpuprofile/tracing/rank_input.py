@@ -104,9 +104,8 @@ def scan_json(path: str, step: str) -> Scan:
     del events
     parsed = parse_names(names)
     op = parsed["collective"]
-    nbytes = np.array([(region_bytes(reg, o) if o else None) for reg, o in
-                       zip(regions, op.tolist(), strict=True)], dtype=object)
-    nbytes = np.array([-1 if b is None else b for b in nbytes.tolist()], dtype=np.int64)
+    sizes = [region_bytes(reg, o) if o else None for reg, o in zip(regions, op.tolist(), strict=True)]
+    nbytes = np.array([-1 if b is None else b for b in sizes], dtype=np.int64)
     return Scan(meta, np.array(start, np.int64), np.array(end, np.int64), op,
                 parsed["nccl_algorithm"], parsed["nccl_protocol"], nbytes,
                 np.array(rows, np.int64), _windows(spans, host), sorted(gpus))
@@ -135,6 +134,8 @@ def _codes(column) -> tuple:
 
 
 def _numbers(column, dtype) -> np.ndarray:
+    """A numeric column as `dtype`; ValueError for nulls, another type, or values that the
+    dtype cannot hold (never wrapped)."""
     import pyarrow as pa
 
     if column.null_count:
@@ -144,7 +145,11 @@ def _numbers(column, dtype) -> np.ndarray:
         raise ValueError(f"must hold integers, holds {column.type}")
     if kind == "f" and not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
         raise ValueError(f"must hold numbers, holds {column.type}")
-    return column.to_numpy().astype(dtype)
+    values = column.to_numpy()
+    out = values.astype(dtype)
+    if kind in "iu" and not np.array_equal(out, values):
+        raise ValueError(f"holds values beyond {np.dtype(dtype).name}")
+    return out
 
 
 def read_parquet(path: str, columns=None) -> tuple:
@@ -195,6 +200,9 @@ def read_parquet(path: str, columns=None) -> tuple:
             if t.size and np.abs(out[name]).max() > _MAX_TIME_NS:
                 raise TraceFileError(f"{path}: column {name!r} is more than 2^60 ns from the "
                                      "file's time zero")
+    for name, limit in (("device", 2**20), ("stream", 2**40)):  # thread ids of the merged trace
+        if name in out and out[name].size and (out[name].min() < -1 or out[name].max() >= limit):
+            raise TraceFileError(f"{path}: column {name!r} out of range (-1 to {limit - 1})")
     if "kind" in out:
         unknown = set(out["kind"][1]) - set(KINDS)
         if unknown and np.isin(out["kind"][0], [out["kind"][1].index(u) for u in unknown]).any():

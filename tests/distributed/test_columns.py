@@ -95,7 +95,7 @@ def test_scan_reads_the_same_from_either_file(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("damage", ["no metadata", "metadata not JSON", "zero not a number",
                                     "missing column", "nulls", "string times", "huge times",
-                                    "not parquet", "kind"])
+                                    "device beyond int32", "huge stream", "not parquet", "kind"])
 def test_bad_parquet_names_the_file(tmp_path, monkeypatch, damage):
     from gpuprofile.tracing.merge import TraceFileError, merge_traces
 
@@ -109,6 +109,10 @@ def test_bad_parquet_names_the_file(tmp_path, monkeypatch, damage):
     elif damage == "zero not a number":
         meta = json.loads(t.schema.metadata[META_KEY])
         t = t.replace_schema_metadata({META_KEY: json.dumps({**meta, "time_zero_cupti_ns": "x"})})
+    elif damage == "device beyond int32":
+        t = t.set_column(5, "device", pa.array([2**33] * len(t), pa.int64()))
+    elif damage == "huge stream":
+        t = t.set_column(6, "stream", pa.array([2**50] * len(t), pa.int64()))
     elif damage == "huge times":
         t = t.set_column(3, "start_ns", pa.array([2**62] * len(t), pa.int64()))
     elif damage == "missing column":

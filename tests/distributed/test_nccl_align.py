@@ -93,3 +93,15 @@ def test_union_of_intervals_inside_windows():
     r = runs([20, 0, 5, 40], [30, 10, 15, 41])  # runs [0, 15), [20, 30), [40, 41)
     assert covered(r, [-5, 3, 15, 25, 29, 50, 7], [2, 22, 20, 45, 29, 60, 7]).tolist() == [
         2, 14, 0, 6, 0, 0, 0]
+
+
+def test_region_bytes_only_from_a_plain_size_of_the_same_collective():
+    from gpuprofile.tracing.nccl import region_bytes
+
+    assert region_bytes("collective AllReduce 4096 B", "AllReduce") == 4096
+    assert region_bytes("collective all_reduce 4096 B", "AllReduce") == 4096
+    assert region_bytes("collective AllGather 4096 B", "AllReduce") is None
+    assert region_bytes("collective AllReduce 4096 KB", "AllReduce") is None
+    assert region_bytes("step", "AllReduce") is None
+    assert region_bytes("collective AllReduce \u00b2 B", "AllReduce") is None  # a digit, not ASCII
+    assert region_bytes("collective AllReduce " + "9" * 30 + " B", "AllReduce") is None  # > int64
