@@ -130,7 +130,10 @@ def _codes(column) -> tuple:
     labels = combined.dictionary.to_pylist()
     if any(not isinstance(x, str) for x in labels):
         raise ValueError("is not a string column")
-    return combined.indices.to_numpy(zero_copy_only=False).astype(np.int64), labels
+    codes = combined.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    if codes.size and (codes.min() < 0 or codes.max() >= len(labels)):
+        raise ValueError("has dictionary indices out of range")
+    return codes, labels
 
 
 def _numbers(column, dtype) -> np.ndarray:
@@ -177,6 +180,7 @@ def read_parquet(path: str, columns=None) -> tuple:
         if missing:
             raise ValueError(f"no column {missing[0]!r}")
         table = f.read(columns=wanted)
+        table.validate(full=True)  # damaged bytes can decode into inconsistent arrays
     except TraceFileError:
         raise
     except (OSError, pa.ArrowException, ValueError, TypeError, RecursionError) as exc:
