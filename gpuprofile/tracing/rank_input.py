@@ -149,10 +149,12 @@ def _numbers(column, dtype) -> np.ndarray:
     if kind == "f" and not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
         raise ValueError(f"must hold numbers, holds {column.type}")
     values = column.to_numpy()
-    out = values.astype(dtype)
-    if kind in "iu" and not np.array_equal(out, values):
-        raise ValueError(f"holds values beyond {np.dtype(dtype).name}")
-    return out
+    if kind in "iu" and values.size:
+        info = np.iinfo(dtype)
+        if int(values.min()) < info.min or int(values.max()) > info.max:
+            raise ValueError(f"holds values beyond {np.dtype(dtype).name}")
+    with np.errstate(over="ignore", invalid="ignore"):  # a float beyond float32 becomes inf
+        return values.astype(dtype)
 
 
 def read_parquet(path: str, columns=None) -> tuple:
