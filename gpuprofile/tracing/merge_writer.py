@@ -238,7 +238,7 @@ def _spans(c, rows, rank: int, shift: int):
 def _memory(c, rows, rank: int, shift: int):
     for i in rows.tolist():
         yield {"ph": "C", "name": f"device memory (GPU {int(c['device'][i])})", "pid": rank,
-               "ts": (int(c["start_ns"][i]) + shift) / 1000,
+               "tid": int(_tid(c["device"][i], 0)), "ts": (int(c["start_ns"][i]) + shift) / 1000,
                "args": {"bytes": int(c["bytes_in_use"][i])}}
 
 

@@ -190,3 +190,45 @@ def test_scale_generator_answers_are_found(tmp_path, monkeypatch, name):
         # compute: each of 20 kernels longer by late // 20 + 1 ns; late launch: exactly `late`
         expect.append((k, who, why, late if why == "late launch" else 20 * (late // 20 + 1)))
     assert found == expect
+
+
+def _with_copies(rank, steps, base, error):
+    """rank_profile plus a copy, a set and an allocation and free in step 0."""
+    import dataclasses
+
+    import numpy as np
+    import synthetic as S
+
+    from gpuprofile.tracing.activity import MEMCPY_RAW, MEMSET_RAW, Window
+
+    p = R.rank_profile(rank, steps, base, error)
+    w = p._window
+    mc = np.zeros(1, MEMCPY_RAW)
+    mc["start"], mc["end"], mc["bytes"], mc["copy_kind"] = base + 2000, base + 3000, 1 << 20, 1
+    ms = np.zeros(1, MEMSET_RAW)
+    ms["start"], ms["end"], ms["bytes"], ms["memory_kind"] = base + 4000, base + 4500, 4096, 3
+    for t in (mc, ms):
+        t["device"], t["stream"], t["correlation_id"] = rank, 7, 900
+    mem = S.memory_events([(base + 1500, "alloc", 1 << 20, 0xA000), (base + 9000, "free", 1 << 20, 0xA000)])
+    mem["device"] = rank
+    chunk = dataclasses.replace(w.chunk, memcpy=mc, memset=ms, memory=mem)
+    window = Window(t0=w.t0, t1=w.t1, offset_ns=w.offset_ns, offset_uncertainty_ns=20, chunk=chunk,
+                    clock_pair=w.clock_pair)
+    return type(p)._from_window(window, p._records, S.LIMITS | {1: S.LIMITS[0]})
+
+
+def test_copies_sets_and_memory_merge_alike_from_either_format(tmp_path, monkeypatch):
+    _, ea = _merge(tmp_path, monkeypatch, "trace.json.gz", make=_with_copies)
+    _, eb = _merge(tmp_path, monkeypatch, "trace.parquet", make=_with_copies)
+
+    def of(events, cats):
+        return sorted((e["pid"], e.get("tid", -1), e.get("cat", ""), e["name"], round(e["ts"] * 1000),
+                       round(e.get("dur", 0) * 1000), json.dumps(e.get("args"), sort_keys=True))
+                      for e in events if e.get("cat") in cats or e.get("ph") == "C")
+
+    a, b = of(ea, ("memcpy", "memset")), of(eb, ("memcpy", "memset"))
+    assert a == b and len(a) == 2 * 4  # per rank: a copy, a set, an allocation and a free
+    names = {x[3] for x in a}
+    assert {"Memcpy HtoD", "Memset (device)", "device memory (GPU 0)", "device memory (GPU 1)"} <= names
+    counters = [x for x in b if x[3].startswith("device memory")]
+    assert [json.loads(x[6])["bytes"] for x in counters if x[0] == 0] == [1 << 20, 0]
