@@ -29,7 +29,7 @@ import sys
 import gpuprofile as gp
 from gpuprofile import _C
 from gpuprofile.counters.metric_sets import DRAM_READ, DRAM_WRITE, DURATION, TENSOR_PIPE
-from gpuprofile.kernels import attention_flops
+from gpuprofile.kernels import IMPLEMENTATIONS, attention_flops
 from gpuprofile.kernels.attention_bench import (
     Inputs,
     call_ours,
@@ -40,7 +40,7 @@ from gpuprofile.kernels.attention_bench import (
     validate,
 )
 
-OURS = ("naive", "flash", "flash_tc", "flash_wgmma")
+OURS = tuple(i.name for i in IMPLEMENTATIONS)  # the story: naive -> flash -> flash_tc -> flash_wgmma
 PEERS = ("sdpa_flash", "sdpa_cudnn")
 HMMA_PIPE = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
 INST_HMMA = "sm__inst_executed_pipe_tensor_op_hmma.sum"

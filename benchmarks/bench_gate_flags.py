@@ -33,7 +33,8 @@ from datetime import datetime, timezone
 
 import gpuprofile as gp
 from gpuprofile import _stats
-from gpuprofile.bench.benchmark import make_options, run
+from gpuprofile.bench.benchmark import run
+from gpuprofile.bench.options import make_options
 
 OPTIONS = dict(warmup=0.05, min_time=0.1, max_noise=0.005)
 
@@ -78,8 +79,7 @@ def measure(workload, rounds: int, max_time: float):
 
 
 def _defaults(max_time: float) -> dict:
-    return dict(**OPTIONS, max_time=max_time, min_iters=10, max_iters=1_000_000, flush_l2=None,
-                mode="cold", clock="auto", stream=None, flops=None, bytes=None, name=None, peak=None)
+    return dict(**OPTIONS, max_time=max_time)
 
 
 def workloads(host_only: bool) -> dict:

@@ -21,7 +21,6 @@ import gpuprofile as gp
 from gpuprofile.kernels.attention_bench import (  # noqa: F401  (check_attention.py and tests use these)
     OURS,
     SDPA_BACKENDS,
-    VARIANTS,
     Inputs,
     add_arguments,
     all_ok,
@@ -33,7 +32,6 @@ from gpuprofile.kernels.attention_bench import (  # noqa: F401  (check_attention
     run_all,
     run_case,
     shape_for,
-    split_variant,
     table_row,
     title_for,
 )

@@ -8,9 +8,8 @@
 2. compute-sanitizer memcheck, racecheck and synccheck on benchmarks/attention_smoke.py (every
    kernel on small shapes), when compute-sanitizer is on PATH or in $CUDA_HOME/bin;
 3. the performance table at seq 4096, bf16, head_dim 64 and 128, causal and not, batch 4 and
-   heads·head_dim = 2048 (the FlashAttention papers' shapes), ours (flash_tc in its default and
-   its variant-1 tiles; with --variants every flash_tc variant and flash's variant 1) against
-   torch SDPA's flash and cuDNN backends when torch is installed;
+   heads·head_dim = 2048 (the FlashAttention papers' shapes), ours (flash_tc, flash, naive, and
+   flash_wgmma on Hopper) against torch SDPA's flash and cuDNN backends when torch is installed;
 4. with --sweep FILE: benchmark_attention.py's sequence-length sweep (128..4096, bf16, head_dim
    64, non-causal) into FILE, and with --plots DIR its plots (visualize_results.py).
 Prints each step's outcome and, last, the compact table; writes everything to the JSON file.
@@ -31,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-PERF_IMPLS = ["flash_tc", "flash_tc_v1", "flash", "naive", "sdpa", "sdpa_cudnn"]
+PERF_IMPLS = ["flash_tc", "flash", "naive", "sdpa", "sdpa_cudnn"]
 SWEEP = ["--seq-lengths", "128,256,512,1024,2048,4096", "--impls", "naive,flash,flash_tc,sdpa,sdpa_cudnn",
          "--dtype", "bf16", "--head-dim", "64"]
 
@@ -42,7 +41,7 @@ def tail(text, lines=4):
 
 def run_tests():
     cmd = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
-           os.path.join(ROOT, "tests", "test_attention_gpu.py")]
+           os.path.join(ROOT, "tests", "kernels", "test_attention_gpu.py")]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     print(proc.stdout[-4000:], proc.stderr[-2000:], sep="\n", flush=True)
@@ -109,8 +108,6 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--output", default="attention_check.json")
     p.add_argument("--max-time", type=float, default=1.0, help="seconds per timed benchmark")
-    p.add_argument("--variants", action="store_true",
-                   help="time every flash_tc variant and flash's variant 1 (kernels/attention/NOTES.md) too")
     p.add_argument("--sanitizers", default="memcheck,racecheck,synccheck",
                    help="comma list of compute-sanitizer tools to run on attention_smoke.py")
     p.add_argument("--skip-tests", action="store_true")
@@ -129,11 +126,8 @@ def main(argv=None):
     tools = [t for t in args.sanitizers.split(",") if t]
     steps += [] if args.skip_sanitizers else run_sanitizers(tools)
     impls = PERF_IMPLS
-    if args.variants:
-        import benchmark_attention as ba
-
-        impls = ["flash_tc", *(i for i in ba.VARIANTS if i.startswith("flash_tc_")), "flash",
-                 "flash_v1", "naive", "sdpa", "sdpa_cudnn"]
+    if gpuprofile.device_info().compute_capability == (9, 0):
+        impls = ["flash_wgmma", *impls]
     rows, env = run_perf(args.max_time, impls) if not args.skip_perf else ([], {})
     if args.sweep:
         steps.append(run_sweep(args.sweep, args.plots, args.max_time))

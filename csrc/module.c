@@ -9,13 +9,14 @@
 #include "bench/clocks.h"
 #include "bench/devbuf.h"
 #include "bench/host_loop.h"
+#include "core/context.h"
 #include "core/cupti_loader.h"
 #include "core/demangle.h"
 #include "core/device.h"
 #include "core/device_memory.h"
 #include "core/errors.h"
 #include "core/nvtx.h"
-#include "counters/context.h"
+#include "core/streams.h"
 #include "counters/cubins.h"
 #include "counters/launch_log.h"
 #include "counters/pcsampling.h"
@@ -54,11 +55,12 @@ static int (*const inits[])(PyObject *) = {
     gp_nvtx_init,
     gp_cupti_loader_init,
     gp_demangle_init,
+    gp_context_init,
+    gp_streams_init,
     /* regions */
     gp_regions_init,
     gp_overhead_init,
     /* hardware counters */
-    gp_context_init,
     gp_profiler_host_init,
     gp_profiler_target_init,
     gp_range_profiler_init,

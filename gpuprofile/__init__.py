@@ -10,7 +10,7 @@ Importing never touches the GPU, the driver or CUPTI; NumPy is imported on first
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 try:
     from . import _C  # noqa: F401  (fail early with a useful message)
@@ -31,7 +31,9 @@ except ImportError as exc:  # pragma: no cover - depends on how the package was 
         "gpuprofile from a complete source tree (docs/install.md); please report it if it persists."
     ) from exc
 
-from . import _moved, kernels, nvtx
+import sys as _sys
+
+from . import kernels, nvtx
 from ._C import (
     CudaError,
     CuptiError,
@@ -47,7 +49,8 @@ from ._version import __version__ as __version__
 from .device import DeviceInfo, device_count, device_info
 from .tracing import memory
 
-_moved.install(__name__)
+# gp.memory is public; `import gpuprofile.memory` gives the same module as the attribute.
+_sys.modules[f"{__name__}.memory"] = memory
 
 _C._set_foreign_profiler_check(_torch_profiler_holds_cupti)
 
@@ -109,15 +112,55 @@ def stats(name: str) -> RegionStats:
     return _stats(name)
 
 
+@overload
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True, python_stacks=False) -> Profile:
+            regions: bool = True, stream_attribution: bool = True, python_stacks=False,
+            schedule: None = None, on_trace_ready: None = None) -> Profile: ...
+@overload
+def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
+            regions: bool = True, stream_attribution: bool = True, python_stacks=False, *,
+            schedule: Schedule, on_trace_ready: Callable[[ScheduledProfile], object] | None = None,
+            ) -> ScheduledProfile: ...
+@overload
+def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
+            regions: bool = True, stream_attribution: bool = True, python_stacks=False, *,
+            schedule: Schedule | None = None, on_trace_ready: Callable[[ScheduledProfile], object],
+            ) -> ScheduledProfile: ...
+def profile(kernels=True, memcpy=True, memset=True, memory=True, regions=True,
+            stream_attribution=True, python_stacks=False, schedule=None, on_trace_ready=None):
     """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
     (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
-    gpuprofile.tracing.profile.profile."""
+    gpuprofile.tracing.profile.profile. With schedule=gpuprofile.schedule(wait=, warmup=,
+    active=) and/or on_trace_ready=fn, as torch.profiler: a ScheduledProfile that traces the
+    active steps between p.step() calls (gpuprofile.tracing.schedule)."""
+    flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
+                 stream_attribution=stream_attribution, python_stacks=python_stacks)
+    if schedule is not None or on_trace_ready is not None:
+        from .tracing.schedule import scheduled
+
+        return scheduled(schedule, on_trace_ready, **flags)
     from .tracing.profile import profile as _profile
 
-    return _profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                    stream_attribution=stream_attribution, python_stacks=python_stacks)
+    return _profile(**flags)
+
+
+def _profile_doc() -> str:
+    from .tracing.options import OPTIONS_HELP  # light: no NumPy, no _C
+
+    return f"""Trace the GPU: `with gpuprofile.profile() as p:` or p.start() / p.stop(); then
+    p.kernels, p.summary(), p.export_chrome_trace(path).
+
+    {OPTIONS_HELP}.
+
+    schedule=gpuprofile.schedule(wait=, warmup=, active=) and/or on_trace_ready=fn, as
+    torch.profiler: a ScheduledProfile that traces the active steps between p.step() calls
+    (gpuprofile.tracing.schedule).
+
+    Needs a device and CUPTI; raises CuptiError if another profiler holds CUPTI, GpuProfileError
+    if a profile is already recording."""
+
+
+profile.__doc__ = _profile_doc()
 
 
 def report() -> Report:
@@ -135,7 +178,8 @@ def load_ipython_extension(ipython):
     _load(ipython)
 
 
-# Hardware counters (gpuprofile/counters/) and the benchmark helper (gpuprofile/bench/): loaded
+# Hardware counters (gpuprofile/counters/), the benchmark helper (gpuprofile/bench/) and tracing
+# (gpuprofile/tracing/, whose profile() takes the options of tracing/options.py): loaded
 # on first use, so `import gpuprofile` stays fast. See docs/counters.md and docs/benchmark.md.
 _LAZY = {
     "metrics": "counters.metrics", "metric_passes": "counters.metrics",
@@ -145,13 +189,16 @@ _LAZY = {
     "release_cubins": "counters.stalls", "sample": "counters.sample",
     "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
     "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result", "do_bench": "bench.do_bench",
-    "Comparison": "bench.result", "compare": "bench.result", "Stream": "bench.streams",
+    "Comparison": "bench.result", "compare": "bench.result", "Stream": "streams",
+    "schedule": "tracing.schedule", "ProfilerAction": "tracing.schedule",
     "merge_traces": "tracing.merge", "TraceFileError": "tracing.merge", "rank_info": "distributed",
 }
 _LAZY_MODULES = ("distributed",)  # gp.distributed: rank awareness (docs/distributed.md)
 
 
 if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step with _LAZY)
+    from collections.abc import Callable
+
     import numpy
 
     from . import distributed as distributed
@@ -160,7 +207,6 @@ if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step 
     from .bench.result import BenchmarkResult as BenchmarkResult
     from .bench.result import Comparison as Comparison
     from .bench.result import compare as compare
-    from .bench.streams import Stream as Stream
     from .counters.catalog import list_chips as list_chips
     from .counters.catalog import list_metrics as list_metrics
     from .counters.metrics import metric_passes as metric_passes
@@ -175,9 +221,13 @@ if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step 
     from .counters.stalls import stalls as stalls
     from .distributed import rank_info as rank_info
     from .regions import RegionStats, Report
+    from .streams import Stream as Stream
     from .tracing.merge import TraceFileError as TraceFileError
     from .tracing.merge import merge_traces as merge_traces
     from .tracing.profile import Profile
+    from .tracing.schedule import ProfilerAction as ProfilerAction
+    from .tracing.schedule import Schedule, ScheduledProfile
+    from .tracing.schedule import schedule as schedule
 
 
 def __getattr__(name: str):
@@ -199,6 +249,6 @@ def __dir__():
 
 __all__ = [
     "CudaError", "CuptiError", "DeviceInfo", "GpuProfileError", "NoDeviceError", "device_count",
-    "device_info", "disable", "enable", "is_enabled", "kernels", "memory", "nvtx", "profile",
+    "device_info", "disable", "enable", "is_enabled", "kernels", "memory", "nvtx",
     "records", "region", "report", "reset", "stats", *_LAZY, *_LAZY_MODULES,
 ]

@@ -153,6 +153,10 @@ def parse_run_args(argv) -> tuple:
         raise ValueError(f"--python-stacks takes 'line' or 'stack', not {opts['python-stacks']!r}")
     if opts["folded"] and opts["python-stacks"] is None:
         opts["python-stacks"] = "stack"
+    from .tracing.options import ProfileOptions
+
+    opts["profile"] = ProfileOptions(memory=opts["memory"], regions=opts["regions"],
+                                     python_stacks=opts["python-stacks"])
     return opts, script, rest
 
 
@@ -167,8 +171,7 @@ def run(argv) -> int:
         return 2
     from .tracing.profile import profile
 
-    p = profile(memory=opts["memory"], regions=opts["regions"],
-                python_stacks=opts["python-stacks"] or False)
+    p = profile(opts["profile"])
     try:
         p.start()
     except _C.GpuProfileError as exc:

@@ -36,7 +36,8 @@ from IPython.display import display
 
 from . import _C
 from ._format import fmt
-from .bench.benchmark import make_options, run
+from .bench.benchmark import run
+from .bench.options import make_options
 from .bench.stmt import BadStatement, compile_stmt
 from .device import device_count
 
@@ -152,7 +153,7 @@ class GpuProfileMagics(Magics):
             if device_count() == 0:
                 raise UsageError("--mode graph needs a CUDA device "
                                  f"({_C._cuda_status()['reason'] or 'none found'})")
-            from .bench.streams import Stream
+            from .streams import Stream
 
             namespace["stream"] = Stream()
         try:
@@ -176,12 +177,10 @@ class GpuProfileMagics(Magics):
             min_iters=args.number, max_iters=args.number, min_time=0.0, max_time=math.inf,
             fixed=True)
         try:
-            opts = make_options(**{
-                "warmup": 0.1, "min_time": 0.2, "max_time": args.max_time,
-                "max_noise": args.max_noise, "min_iters": 10, "max_iters": 1_000_000,
-                "flush_l2": None, "mode": args.mode, "clock": args.clock, "stream": stream,
-                "flops": args.flops, "bytes": args.bytes, "name": None, "peak": None,
-                "rounds": args.rounds, **count})
+            opts = make_options(**{**dict(max_time=args.max_time, max_noise=args.max_noise,
+                                          mode=args.mode, clock=args.clock, stream=stream,
+                                          flops=args.flops, bytes=args.bytes,
+                                          rounds=args.rounds), **count})
             return run(fn, (), {}, opts)
         except (TypeError, ValueError) as e:
             if getattr(e, "__notes__", None):  # fn raised: the user's traceback

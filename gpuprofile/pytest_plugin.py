@@ -1,4 +1,5 @@
-"""pytest plugin (entry point `pytest11`): the `gpu_benchmark` fixture.
+"""pytest plugin (entry point `pytest11`): the `gpu_benchmark` fixture, with pytest-benchmark's
+storage, comparison and export habits.
 
     def test_attn(gpu_benchmark):
         out = gpu_benchmark(attn, q, k, v)            # returns attn's result; timing is recorded
@@ -7,12 +8,18 @@
     @pytest.mark.gpu_benchmark(group="attn", mode="hot", max_time=2)
     def test_attn_hot(gpu_benchmark): ...
 
-    pytest --gpu-benchmark-save=base.json
-    pytest --gpu-benchmark-compare=base.json --gpu-benchmark-fail-slower=5
+    pytest --gpu-benchmark-autosave                    # .gpu_benchmarks/<machine>/0001_<commit>_<date>.json
+    pytest --gpu-benchmark-compare --gpu-benchmark-compare-fail=median:5%,min:10%
+    pytest --gpu-benchmark-compare=3                   # run 0003 of this machine, or a PATH
+    pytest --gpu-benchmark-only | --gpu-benchmark-skip # benchmark tests alone, or all but them
+    pytest --gpu-benchmark-json=out.json               # pytest-benchmark's schema (dashboards)
+    pytest --gpu-benchmark-histogram                   # an SVG box plot per group
 
-A result is named after its test (a second call in the same test adds "#2"). Under pytest-xdist
-each worker sends its results to the controller (xdist's workeroutput), which writes the file and
-the summary. This module imports neither NumPy nor the benchmark code until a benchmark runs.
+A result is named after its test (a second call in the same test adds "#2"). Saved runs carry
+the machine, GPU, driver, CUDA, commit and date (bench/storage.py); samples are saved only with
+--gpu-benchmark-save-data. Under pytest-xdist each worker sends its results to the controller
+(xdist's workeroutput), which writes the files and the summary. This module imports neither
+NumPy nor the benchmark code until a benchmark runs or a file is written.
 """
 
 from __future__ import annotations
@@ -23,22 +30,56 @@ import os
 
 import pytest
 
+from .bench.options import DEFAULTS, NAMES
+from .bench.suite_summary import COLUMNS, DEFAULT_COLUMNS, SORTS, parse_columns, summary_lines
+
 _OUTPUT_KEY = "gpuprofile_benchmarks"  # in xdist's workeroutput
 _FILE_VERSION = 1
 # Keywords of gpu_benchmark(...) that configure the benchmark; every other keyword goes to fn.
-_OPTIONS = frozenset({"warmup", "min_time", "max_time", "max_noise", "min_iters", "max_iters",
-                      "flush_l2", "mode", "stream", "flops", "bytes", "clock", "peak", "rounds"})
+_OPTIONS = NAMES - {"name"}
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("gpuprofile", "GPU benchmarks (gpuprofile's gpu_benchmark fixture)")
-    group.addoption("--gpu-benchmark-save", metavar="PATH",
-                    help="write every gpu_benchmark result to PATH (JSON)")
-    group.addoption("--gpu-benchmark-compare", metavar="PATH",
-                    help="compare each result with the one of the same name in PATH (a saved file)")
+    group.addoption("--gpu-benchmark-storage", metavar="DIR", default=".gpu_benchmarks",
+                    help="folder of saved runs, one subfolder per machine (default: "
+                         ".gpu_benchmarks; file://DIR is read as DIR)")
+    group.addoption("--gpu-benchmark-save", metavar="NAME|PATH",
+                    help="save this run: NAME as the storage's next run (NNNN_NAME.json), or a "
+                         "PATH (ending in .json, or with a folder) as that file")
+    group.addoption("--gpu-benchmark-autosave", action="store_true",
+                    help="save this run as the storage's next run, named after the commit and date")
+    group.addoption("--gpu-benchmark-save-data", action="store_true",
+                    help="keep every sample in the saved run and the JSON export (large)")
+    group.addoption("--gpu-benchmark-json", metavar="PATH",
+                    help="also write the results in pytest-benchmark's JSON schema to PATH")
+    group.addoption("--gpu-benchmark-compare", metavar="NUM|PATH", nargs="?", const="latest",
+                    help="compare each result with the one of the same name in a saved run: the "
+                         "newest of this machine (no value), run NUM, or the file PATH; give the "
+                         "value with '=' (--gpu-benchmark-compare=3)")
+    group.addoption("--gpu-benchmark-compare-fail", metavar="EXPR", action="append", default=[],
+                    help="with --gpu-benchmark-compare: fail a test whose statistic grew beyond "
+                         "EXPR, e.g. median:5%%,min:0.01ms (median: with 95 %% confidence; stats "
+                         "median, min, max, mean, stddev, iqr, p10, p90, ops; units ns, us, ms, "
+                         "s, ms if none); repeatable")
     group.addoption("--gpu-benchmark-fail-slower", metavar="PCT", type=float, default=None,
-                    help="with --gpu-benchmark-compare: fail a test whose median is slower than "
-                         "the saved one by more than PCT %% with 95 %% confidence")
+                    help="the same as --gpu-benchmark-compare-fail=median:PCT%%: fail a test "
+                         "whose median is slower than the saved one by more than PCT %% with "
+                         "95 %% confidence")
+    group.addoption("--gpu-benchmark-only", action="store_true",
+                    help="run only the tests that use gpu_benchmark (skip the others)")
+    group.addoption("--gpu-benchmark-skip", action="store_true",
+                    help="skip the tests that use gpu_benchmark")
+    group.addoption("--gpu-benchmark-histogram", metavar="PREFIX", nargs="?",
+                    const="gpu_benchmark_histogram",
+                    help="write a box plot of each group's samples to PREFIX[-GROUP].svg "
+                         "(needs matplotlib; default prefix gpu_benchmark_histogram)")
+    group.addoption("--gpu-benchmark-columns", metavar="LIST", default=",".join(DEFAULT_COLUMNS),
+                    help="the summary's columns after the name, comma-separated: "
+                         f"{', '.join(COLUMNS)} (default: %(default)s)")
+    group.addoption("--gpu-benchmark-sort", metavar="COL", default="name", choices=SORTS,
+                    help=f"order of the summary's rows: {', '.join(SORTS)} (a statistic: "
+                         "smallest first; default: name)")
     group.addoption("--gpu-benchmark-rounds", metavar="N", type=int, default=1,
                     help="repeat each whole measurement N times: intervals then span the spread "
                          "between runs, not only the noise within one (use 5 for a CI gate)")
@@ -47,53 +88,98 @@ def pytest_addoption(parser):
 
 
 class _State:
-    """Per-run state, kept in config.stash."""
+    """Per-run state, kept in config.stash. Options are read here and checked in
+    pytest_configure (a usage error up front, not one per test)."""
 
     def __init__(self, config):
-        # in a multi-rank job each rank saves its own file (base.rank1.json: docs/distributed.md)
-        # and compares with its own when there is one
-        save, compare = config.getoption("--gpu-benchmark-save"), config.getoption("--gpu-benchmark-compare")
-        self.save, self.compare_path = save, compare
-        if save or compare:
-            from .distributed import rank_path
-
-            self.save = rank_path(save) if save else None
-            if compare and os.path.exists(rank_path(compare)):
-                self.compare_path = rank_path(compare)
-        self.fail_slower = config.getoption("--gpu-benchmark-fail-slower")
-        self.rounds = config.getoption("--gpu-benchmark-rounds")
-        self.disabled = config.getoption("--gpu-benchmark-disable")
+        opt = config.getoption
+        self.storage_root = opt("--gpu-benchmark-storage")
+        self.save_spec = opt("--gpu-benchmark-save")
+        self.autosave = opt("--gpu-benchmark-autosave")
+        self.save_data = opt("--gpu-benchmark-save-data")
+        self.json_path = opt("--gpu-benchmark-json")
+        self.compare_spec = opt("--gpu-benchmark-compare")
+        self.fail_exprs = list(opt("--gpu-benchmark-compare-fail") or [])
+        self.fail_slower = opt("--gpu-benchmark-fail-slower")
+        self.only, self.skip = opt("--gpu-benchmark-only"), opt("--gpu-benchmark-skip")
+        self.histogram = opt("--gpu-benchmark-histogram")
+        self.columns_text = opt("--gpu-benchmark-columns")
+        self.columns = DEFAULT_COLUMNS
+        self.sort = opt("--gpu-benchmark-sort")
+        self.rounds = opt("--gpu-benchmark-rounds")
+        self.disabled = opt("--gpu-benchmark-disable")
         self.is_worker = hasattr(config, "workerinput")
-        self.entries = []  # {"test", "group", "result", "baseline"}: JSON-ready
+        self.thresholds: list = []
+        self.save = None  # the file this run is saved to
+        self.compare_path = None  # the saved run compared with
+        self.notes: list = []  # lines for the summary (a compare with nothing to compare, ...)
+        self.written: list = []  # what was written at the end, for the summary
+        self.machine = self.commit = self.date = None
+        self.entries = []  # {"name", "test", "group", "result", "baseline"}: JSON-ready
         self._baseline = None
+        self.baseline_machine = None
 
     def baseline(self, name):
         if self.compare_path is None:
             return None
         if self._baseline is None:
-            self._baseline = baselines(_read(self.compare_path))
+            data = _read(self.compare_path)
+            self._baseline = baselines(data)
+            self.baseline_machine = data.get("machine_info") if isinstance(data, dict) else None
         return self._baseline.get(name)
+
+    def metadata(self) -> dict:
+        """machine_info, commit_info and datetime of this run (read once, on first need)."""
+        if self.machine is None:
+            from .bench.storage import commit_info, machine_info, now_iso
+
+            self.machine, self.commit, self.date = machine_info(), commit_info(), now_iso()
+        return {"machine_info": self.machine, "commit_info": self.commit, "datetime": self.date}
+
+    def storage(self):
+        from .bench.storage import Storage, machine_id
+
+        self.metadata()
+        return Storage(self.storage_root, machine_id(self.machine))
 
 
 _STATE = pytest.StashKey[_State]()
 
 
 def _read(path):
+    """A saved run (gpuprofile's file, or pytest-benchmark's JSON turned into one); a usage
+    error naming the file otherwise."""
     from ._files import read_json
+    from .bench.pytest_json import is_pytest_benchmark, results_of
 
     try:
         data = read_json(path)
+        if is_pytest_benchmark(data):
+            data = {"machine_info": data.get("machine_info"), "results": results_of(data, str(path))}
         baselines(data)
     except (OSError, ValueError) as e:
         raise pytest.UsageError(f"--gpu-benchmark-compare: cannot read {path}: {e}") from None
     return data
 
 
+_STAT_FIELDS = ("mean_ms", "stdev_ms", "min_ms", "max_ms", "p10_ms", "p90_ms", "iqr_ms")
+
+
+def _float(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 def baselines(data) -> dict:
-    """{name: {median_ms, ci_low_ms, ci_high_ms, rounds}} of a saved benchmark file's contents
-    (the interval as a gate compares it: bench.gate.interval); ValueError naming the result and
-    field of a file that is not one, is damaged, or holds a result a gate cannot trust (a
-    median or interval that is not a finite positive number, a median not its samples')."""
+    """{name: {median_ms, ci_low_ms, ci_high_ms, rounds, and mean_ms, stdev_ms, min_ms, max_ms,
+    p10_ms, p90_ms, iqr_ms where saved}} of a saved benchmark file's contents (the interval as a
+    gate compares it: bench.gate.interval); ValueError naming the result and field of a file
+    that is not one, is damaged, or holds a result a gate cannot trust (a median or interval
+    that is not a finite positive number, a median not its samples')."""
     from .bench import gate
 
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
@@ -105,9 +191,11 @@ def baselines(data) -> dict:
         gate.check(e, f"results[{k}] ({e['name']})")
         low, high = gate.interval(e)
         rounds = e.get("rounds")
+        stats = {f: _float(e.get(f)) for f in _STAT_FIELDS}
         out[e["name"]] = {"median_ms": float(e["median_ms"]), "ci_low_ms": float(low),
                           "ci_high_ms": float(high),
-                          "rounds": rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else 1}
+                          "rounds": rounds if isinstance(rounds, int) and not isinstance(rounds, bool) else 1,
+                          **stats}
     return out
 
 
@@ -118,23 +206,113 @@ def pytest_configure(config):
         "gpuprofile.benchmark options for the gpu_benchmark fixture in this test",
     )
     state = _State(config)
-    if state.fail_slower is not None:
-        if state.compare_path is None:
-            raise pytest.UsageError("--gpu-benchmark-fail-slower needs --gpu-benchmark-compare=PATH")
-        if not state.fail_slower >= 0:
-            raise pytest.UsageError(f"--gpu-benchmark-fail-slower must be >= 0, got {state.fail_slower}")
+    _check_options(state)
+    _resolve_compare(state)
+    if not state.is_worker:
+        _resolve_outputs(state)
+    config.stash[_STATE] = state
+
+
+def _check_options(state: _State) -> None:
+    from .bench.thresholds import parse
+
     if isinstance(state.rounds, bool) or not isinstance(state.rounds, int) or state.rounds < 1:
         raise pytest.UsageError(f"--gpu-benchmark-rounds must be >= 1, got {state.rounds}")
-    if state.compare_path is not None and not state.is_worker:
-        _read(state.compare_path)  # a bad file is a usage error up front, not one per test
-    if state.save and not state.is_worker:
-        from ._files import check_writable
+    if state.only and state.skip:
+        raise pytest.UsageError("--gpu-benchmark-only and --gpu-benchmark-skip exclude each other")
+    if state.only and state.disabled:
+        raise pytest.UsageError("--gpu-benchmark-only and --gpu-benchmark-disable exclude each other "
+                                "(only benchmarks would run, untimed)")
+    try:
+        state.columns = parse_columns(state.columns_text)
+    except ValueError as e:
+        raise pytest.UsageError(f"--gpu-benchmark-columns: {e}") from None
+    exprs = list(state.fail_exprs)
+    if state.fail_slower is not None:
+        if not state.fail_slower >= 0:
+            raise pytest.UsageError(f"--gpu-benchmark-fail-slower must be >= 0, got {state.fail_slower}")
+        exprs.append(f"median:{state.fail_slower!r}%")
+    try:
+        state.thresholds = parse(exprs)
+    except ValueError as e:
+        raise pytest.UsageError(f"--gpu-benchmark-compare-fail: {e}") from None
+    if state.thresholds and state.compare_spec is None:
+        option = "--gpu-benchmark-compare-fail" if state.fail_exprs else "--gpu-benchmark-fail-slower"
+        raise pytest.UsageError(f"{option} needs --gpu-benchmark-compare[=NUM|PATH]")
 
-        try:  # now, not after the whole run
-            check_writable(state.save)
+
+def _resolve_compare(state: _State) -> None:
+    """The saved run to compare with: the newest of this machine, run NUM, or a path; in a
+    multi-rank job each rank's own file where there is one (docs/distributed.md)."""
+    spec = state.compare_spec
+    if spec is None:
+        return
+    from .distributed import rank_path
+
+    path = spec
+    if spec == "latest" or spec.isdigit():
+        try:
+            path = state.storage().find(spec)
+        except FileNotFoundError as e:
+            if spec != "latest":
+                raise pytest.UsageError(f"--gpu-benchmark-compare={spec}: {e}") from None
+            state.notes.append(f"nothing compared: {e}")  # a first run: nothing saved yet
+            return
+    if os.path.exists(rank_path(path)):
+        path = rank_path(path)
+    state.compare_path = path
+    if not state.is_worker:
+        data = _read(path)  # a bad file is a usage error up front, not one per test
+        state.baseline_machine = data.get("machine_info")  # under xdist only workers read it later
+
+
+def _is_path(spec: str) -> bool:
+    return spec.endswith(".json") or os.sep in spec or bool(os.altsep and os.altsep in spec)
+
+
+def _resolve_outputs(state: _State) -> None:
+    """Where this run is saved and exported, each checked writable now, not after the run."""
+    from ._files import check_writable
+    from .distributed import rank_path
+
+    if state.save_spec is not None and _is_path(state.save_spec):
+        state.save = rank_path(state.save_spec)
+    elif state.save_spec is not None or state.autosave:
+        storage = state.storage()
+        try:
+            os.makedirs(storage.folder, exist_ok=True)
         except OSError as e:
-            raise pytest.UsageError(f"--gpu-benchmark-save: cannot write {state.save}: {e.strerror}") from None
-    config.stash[_STATE] = state
+            raise pytest.UsageError(f"--gpu-benchmark-storage: cannot create {storage.folder}: "
+                                    f"{e.strerror}") from None
+        state.save = rank_path(storage.new_path(state.save_spec, state.commit, state.date))
+    if state.json_path:
+        state.json_path = rank_path(state.json_path)
+    for option, path in (("--gpu-benchmark-save", state.save), ("--gpu-benchmark-json", state.json_path)):
+        if path:
+            try:
+                check_writable(path)
+            except OSError as e:
+                raise pytest.UsageError(f"{option}: cannot write {path}: {e.strerror}") from None
+    if state.histogram is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise pytest.UsageError("--gpu-benchmark-histogram needs matplotlib "
+                                    "(pip install matplotlib)") from None
+
+
+def pytest_collection_modifyitems(config, items):
+    """--gpu-benchmark-only / --gpu-benchmark-skip: skip the tests that do not use (that use)
+    the gpu_benchmark fixture."""
+    state = config.stash.get(_STATE, None)
+    if state is None or not (state.only or state.skip):
+        return
+    for item in items:
+        uses = "gpu_benchmark" in getattr(item, "fixturenames", ())
+        if state.only and not uses:
+            item.add_marker(pytest.mark.skip(reason="not a gpu_benchmark test (--gpu-benchmark-only)"))
+        elif state.skip and uses:
+            item.add_marker(pytest.mark.skip(reason="a gpu_benchmark test (--gpu-benchmark-skip)"))
 
 
 class GpuBenchmarkFixture:
@@ -209,41 +387,47 @@ class GpuBenchmarkFixture:
         if base is not None:
             entry["baseline"] = dict(base)
         self._state.entries.append(entry)
-        if base is not None and self._state.fail_slower is not None:
-            _fail_if_slower(result, entry["baseline"], self._state.fail_slower)
+        if base is not None and self._state.thresholds:
+            _check_thresholds(result, entry["baseline"], self._state.thresholds)
 
 
-# gpuprofile.benchmark's defaults, for pedantic() which builds its options itself.
-_BENCH_DEFAULTS = dict(warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005, min_iters=10,
-                       max_iters=1_000_000, flush_l2=None, mode="cold", clock="auto", stream=None,
-                       flops=None, bytes=None, name=None, peak=None, rounds=1)
+# gpuprofile.benchmark's defaults (bench/options.py), for pedantic() which builds its options itself.
+_BENCH_DEFAULTS = DEFAULTS
 
 
-def _ratio(a: float, b: float) -> float:
-    return a / b if b > 0 else math.nan
-
-
-def _fail_if_slower(result, base, pct):
-    """Fails the test when `result` is slower than the saved `base` by more than pct % with 95 %
-    confidence, and when either cannot be trusted (the gate fails closed, never passes)."""
+def _check_thresholds(result, base, thresholds):
+    """Fails the test when `result` breaks a --gpu-benchmark-compare-fail threshold against the
+    saved `base`, and when either cannot be trusted (the gate fails closed, never passes). The
+    median is judged with both confidence intervals (bench/thresholds.py)."""
     from ._stats import ratio_interval
     from .bench import gate
+    from .bench.thresholds import failure
 
     for what, r in (("this run's result", result), ("the saved result", base)):
         why = gate.problem(r)
         if why is not None:
             pytest.fail(f"gpu_benchmark {result.name}: cannot compare, {what} is not usable: {why}",
                         pytrace=False)
-    low, _ = ratio_interval(*gate.interval(result), base["ci_low_ms"], base["ci_high_ms"])
-    if not low <= 1 + pct / 100:  # NaN fails too
-        ratio = _ratio(result.median_ms, base["median_ms"])
+    now = result.to_dict(samples=False)
+    mine, saved = gate.interval(result), (base["ci_low_ms"], base["ci_high_ms"])
+    ratio = ratio_interval(*mine, *saved)
+    failures = []
+    for t in thresholds:
+        interval = (ratio if t.percent else (mine, saved)) if t.stat == "median" else None
+        why = failure(t, now, base, interval)
+        if why is not None:
+            failures.append(why)
+    if failures:
         scope = "within one run" if min(result.rounds, base.get("rounds", 1)) <= 1 else "over rounds"
-        pytest.fail(
-            f"gpu_benchmark {result.name}: median {result.median_ms:.6g} ms vs saved "
-            f"{base['median_ms']:.6g} ms ({ratio:.3f}x); slower by more than {pct:g} % with 95 % "
-            f"confidence (at least {low:.3f}x from the two confidence intervals, {scope})",
-            pytrace=False,
-        )
+        pytest.fail(f"gpu_benchmark {result.name}: " + "; ".join(failures) + f" ({scope})",
+                    pytrace=False)
+
+
+def _fail_if_slower(result, base, pct):
+    """--gpu-benchmark-fail-slower=PCT: the median threshold median:PCT%."""
+    from .bench.thresholds import parse
+
+    _check_thresholds(result, base, parse([f"median:{pct!r}%"]))
 
 
 @pytest.fixture
@@ -268,68 +452,68 @@ def pytest_sessionfinish(session):
         session.config.workeroutput[_OUTPUT_KEY] = json.dumps(state.entries)
         return
     state.entries.sort(key=lambda e: e["name"])
+    if not state.entries:
+        return
+    from ._files import write_json
+    from ._version import __version__
+
     if state.save:
-        from ._files import write_json
         from .distributed import rank_fields
 
-        results = [{**e["result"], "name": e["name"], "test": e["test"], "group": e["group"]}
-                   for e in state.entries]
-        write_json(state.save, {"gpuprofile_benchmark_file": _FILE_VERSION, **rank_fields(),
-                                "results": results})
+        results = [{**_without_samples(e["result"], state.save_data), "name": e["name"],
+                    "test": e["test"], "group": e["group"]} for e in state.entries]
+        write_json(state.save, {"gpuprofile_benchmark_file": _FILE_VERSION, **state.metadata(),
+                                "version": __version__, **rank_fields(), "results": results})
+        state.written.append(f"saved {len(state.entries)} result(s) to {state.save}")
+    if state.json_path:
+        from .bench.pytest_json import export
+
+        meta = state.metadata()
+        write_json(state.json_path, export(state.entries, meta["machine_info"], meta["commit_info"],
+                                           meta["datetime"], __version__, state.save_data))
+        state.written.append(f"wrote pytest-benchmark JSON to {state.json_path}")
+    if state.histogram is not None:
+        from .bench.histogram import write_histograms
+        from .distributed import rank_path
+
+        for path in write_histograms(state.entries, rank_path(state.histogram)):
+            state.written.append(f"wrote histogram {path}")
+
+
+def _without_samples(result: dict, keep: bool) -> dict:
+    return result if keep else {k: v for k, v in result.items() if k != "samples"}
+
+
+def _machine_note(state: _State) -> str | None:
+    """A line when the saved run compared with was measured on another GPU, driver or CUDA."""
+    saved = state.baseline_machine
+    if not isinstance(saved, dict):
+        return None
+    now = state.metadata()["machine_info"]
+    keys = ("gpu", "nvidia_driver", "cuda_driver", "cuda_runtime")
+    if all(saved.get(k) == now.get(k) for k in keys):
+        return None
+    def say(m):
+        return ", ".join(f"{k} {m.get(k)}" for k in keys)
+    return f"note: the saved run was measured with {say(saved)}; this run with {say(now)}"
 
 
 def pytest_terminal_summary(terminalreporter, config):
     state = config.stash.get(_STATE, None)
-    if state is None or state.is_worker or not (state.entries or state.disabled):
+    if state is None or state.is_worker or not (state.entries or state.disabled or state.notes):
         return
     tr = terminalreporter
     tr.write_sep("-", "gpu benchmarks")
     if state.disabled:
         tr.write_line("disabled (--gpu-benchmark-disable): each function ran once, untimed")
         return
-    for line in summary_lines(state.entries):
+    if state.entries:
+        for line in summary_lines(state.entries, state.columns, state.sort):
+            tr.write_line(line)
+    if state.compare_path is not None and any("baseline" in e for e in state.entries):
+        tr.write_line(f"compared with {state.compare_path}")
+        note = _machine_note(state)
+        if note:
+            tr.write_line(note)
+    for line in state.notes + state.written:
         tr.write_line(line)
-    if state.save:
-        tr.write_line(f"saved {len(state.entries)} result(s) to {state.save}")
-
-
-def summary_lines(entries) -> list[str]:
-    """The summary table, one block per group. Pure: entries as recorded by the fixture."""
-    from ._format import fmt, text_table
-    from ._stats import ratio_interval
-    from .bench import gate
-    from .bench.result import fmt_time, verdict
-
-    lines = []
-    notes = []  # why CUPTI timing was not used, once per distinct reason
-    groups = sorted({e["group"] or "" for e in entries})
-    with_baseline = any("baseline" in e for e in entries)
-    for group in groups:
-        headers = ["name", "median", "noise", "iterations", "mode", "clock"]
-        if with_baseline:
-            headers += ["saved", "ratio", "verdict"]
-        rows = []
-        for e in (e for e in entries if (e["group"] or "") == group):
-            r = e["result"]
-            clock = r["clock"]
-            if r.get("clock_note"):  # fell back from CUPTI: events read ~3 µs high; say so
-                if r["clock_note"] not in notes:
-                    notes.append(r["clock_note"])
-                clock = f"{clock} [{notes.index(r['clock_note']) + 1}]"
-            row = [e["name"], fmt_time(r["median_ms"]), f"±{fmt(r['rel_noise'] * 100, 3)} %",
-                   r["iterations"], r["mode"], clock]
-            if with_baseline:
-                b = e.get("baseline")
-                if b is None:
-                    row += ["-", "-", "new"]
-                else:
-                    low, high = ratio_interval(*gate.interval(r), b["ci_low_ms"], b["ci_high_ms"])
-                    row += [fmt_time(b["median_ms"]), f"{fmt(_ratio(r['median_ms'], b['median_ms']))}x",
-                            verdict(low, high)]
-            rows.append(row)
-        lines += text_table(headers, rows, title=f"group: {group}" if group else None).splitlines()
-        lines.append("")
-    lines += [f"[{k + 1}] {note}" for k, note in enumerate(notes)]
-    if min(e["result"].get("rounds", 1) for e in entries) <= 1:
-        lines.append(f"note: {gate.WITHIN_ONE_RUN}")
-    return lines

@@ -66,7 +66,7 @@ def usage(device: int | None = None) -> Usage:
     if device is not None:
         from gpuprofile import _C
 
-        _C._bench_stream_synchronize(0)  # frees queued on the default stream have happened
+        _C._stream_synchronize(0)  # frees queued on the default stream have happened
         free, total = _C._mem_info(device)
         used = total - free
     return Usage(len(gc.get_objects()), sys.getallocatedblocks(), heap_bytes(), rss_bytes(), used)

@@ -109,17 +109,19 @@ def test_the_stub_names_what_the_extension_defines():
     assert named == {n for n in dir(_C) if not n.startswith("__")}
 
 
-def test_moved_modules_keep_their_old_paths():
-    """Modules moved into the feature folders (issue 11) are still importable by their old
-    names, as the same module objects."""
+def test_modules_live_at_one_path():
+    """The aliases of the modules moved by issue 11 went before the first release (issue 24):
+    each module has one path. gp.memory, public, also imports as gpuprofile.memory, the same
+    module object."""
     import importlib
 
-    from gpuprofile import _moved
+    import gpuprofile.memory
 
-    for old, new in _moved.MOVED.items():
-        module = importlib.import_module(f"gpuprofile.{old}")
-        assert module is importlib.import_module(f"gpuprofile.{new}")
-        assert module.__spec__.name == f"gpuprofile.{new}"
+    assert gpuprofile.memory is gp.memory is importlib.import_module("gpuprofile.tracing.memory")
+    assert gp.Stream.__module__ == "gpuprofile.streams"  # beside device.py, not in the benchmark
+    for old in ("profiling", "_activity", "_catalog", "roofline", "_attention_ref"):
+        with pytest.raises(ModuleNotFoundError):
+            importlib.import_module(f"gpuprofile.{old}")
 
 
 no_driver = pytest.mark.skipif(gp._C._cuda_status()["driver_version"] != 0,

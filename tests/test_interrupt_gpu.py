@@ -73,5 +73,23 @@ def test_ctrl_c_while_reading_results(delay):
         gp.records()
 
     interrupted(read, delay)
-    _C._bench_stream_synchronize(0)
+    _C._stream_synchronize(0)
+    _usable()
+
+
+@pytest.mark.parametrize("wait", ["device", "stream"])
+def test_ctrl_c_while_waiting_for_the_gpu(wait):
+    """_C._synchronize() and gp.Stream.synchronize() wait through core/gpu_wait.c: on 2 s of GPU
+    work they answer Ctrl-C within a poll interval (50 ms), not when the work ends, and a second
+    wait then returns once it has."""
+    import time
+
+    with gp.Stream() as stream:
+        kernels.spin(2_000_000_000, stream=stream if wait == "stream" else None)
+        call = stream.synchronize if wait == "stream" else _C._synchronize
+        t0 = time.perf_counter()
+        assert interrupted(call, 0.1)
+        assert time.perf_counter() - t0 < 1.0
+        call()
+        assert time.perf_counter() - t0 >= 1.9
     _usable()

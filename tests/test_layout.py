@@ -1,6 +1,7 @@
 """The layout rules of docs/architecture.md, checked from the sources (no build needed):
-no include cycle between C units, no import cycle between Python modules, no source file over
-MAX_LINES lines.
+no include cycle between C units, no import cycle between Python modules, no C wing including
+another, no source file over MAX_LINES lines without a written reason (OVERSIZED), and a
+docs/results/ folder that matches its index and the docs.
 
 A C unit is a .c file with its header (csrc/regions/regions.c and .h are one unit), so
 activity.c including attribution.h while attribution.c includes activity.h is a cycle. Python
@@ -20,8 +21,9 @@ MAX_LINES = 600
 OVERSIZED: dict = {
     "csrc/bench/bench.c": "the BenchRunner type: one batch loop with its gate, flush, events, "
     "device syncs for work on other streams and the re-entry guard; one concern, read top to bottom",
-    "gpuprofile/tracing/profile.py": "Profile holds collection, record shaping and results (region "
-    "spans among them); record shaping is to move to its own module (issue 24)",
+    "gpuprofile/tracing/profile.py": "the Profile class: its collectors, the record tables, the "
+    "summary and the exports of one trace, each a short method over tracing/ modules that do the "
+    "work (shaping, attribution, summary, chrome_trace, collectives); one type, one reader",
 }
 
 
@@ -141,6 +143,17 @@ def test_the_core_depends_on_no_wing():
     assert {d for deps in core.values() for d in deps if not d.startswith("csrc/core/")} == set()
 
 
+def test_wings_meet_only_in_the_core_and_regions():
+    """A C wing includes the core, the kernels' C ABI and, where it attributes work to regions,
+    the regions wing; never another wing (issue 24 moved the driver-context helpers that tracing
+    took from counters into the core)."""
+    wings = ("csrc/bench/", "csrc/tracing/", "csrc/counters/", "csrc/workloads/", "csrc/regions/")
+    crossing = {(u, d) for u, deps in c_graph().items() for d in deps
+                for w in wings if u.startswith(w) and not d.startswith(w)
+                and not d.startswith(("csrc/core/", "csrc/regions/", "kernels/"))}
+    assert crossing == set()
+
+
 def test_cycle_finder_on_a_small_graph():
     graph = {"a": {"b"}, "b": {"a", "c"}, "c": {"d"}, "d": {"c"}, "e": {"a"}}
     assert cycles(graph) == [["a", "b"], ["c", "d"]]
@@ -173,3 +186,20 @@ def test_c_never_imports_gpuprofile_by_name():
     would tie the core to the package layout and to import order."""
     pattern = re.compile(r'PyImport_\w+\(\s*"gpuprofile')
     assert [str(p.relative_to(ROOT)) for p in _c_files() if pattern.search(p.read_text())] == []
+
+
+def test_results_folder_matches_its_index_and_the_docs():
+    """docs/results/ keeps one file per measurement a doc cites (issue 24): its README indexes
+    every entry, and every entry is named in a doc other than the index (a rerun replaces the
+    file it repeats; git history keeps the older one)."""
+    results = ROOT / "docs" / "results"
+    entries = {p.name for p in results.iterdir() if p.name != "README.md"}
+    index = (results / "README.md").read_text()
+    first_cells = [line.split("|")[1] for line in index.splitlines() if line.startswith("| `")]
+    indexed = {name.rstrip("/") for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
+    assert indexed - entries == set(), "the index names files that are gone"
+    assert entries - indexed == set(), "index these in docs/results/README.md"
+    docs = "\n".join(
+        p.read_text() for p in [*(ROOT / "docs").glob("*.md"), *(ROOT / "kernels").rglob("*.md")]
+    )
+    assert {name for name in entries if name not in docs} == set(), "no doc names these"

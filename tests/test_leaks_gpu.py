@@ -27,7 +27,7 @@ def device():
 
 
 def test_regions_on_cuda_events(device):
-    stream = _C._bench_stream_create()
+    stream = _C._stream_create()
     try:
         def step():
             with gp.region("leak-gpu"), gp.region("leak-gpu-stream", stream=stream):
@@ -37,7 +37,7 @@ def test_regions_on_cuda_events(device):
 
         check_no_growth(step, device=device)
     finally:
-        _C._bench_stream_destroy(stream)
+        _C._stream_destroy(stream)
 
 
 def test_attention_device_array_results(device):

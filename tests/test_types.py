@@ -34,6 +34,9 @@ reveal_type(gp.report())
 reveal_type(gp.stats("x"))
 reveal_type(step)
 reveal_type(gp.region("x"))
+reveal_type(gp.profile(schedule=gp.schedule(wait=1, warmup=1, active=2)))
+reveal_type(gp.profile(on_trace_ready=print))
+reveal_type(gp.profile(memory=False).summary(sort_by="calls", row_limit=5))
 '''
 
 EXPECTED = [
@@ -52,6 +55,9 @@ EXPECTED = [
     r"gpuprofile\.regions\.RegionStats",
     r"def \(x: int\) -> str",
     r"gpuprofile\._C\.region",
+    r"gpuprofile\.tracing\.schedule\.ScheduledProfile",
+    r"gpuprofile\.tracing\.schedule\.ScheduledProfile",
+    r"gpuprofile\.tracing\.summary\.Summary",
 ]
 
 

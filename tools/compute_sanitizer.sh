@@ -6,8 +6,8 @@
 # to pytest (e.g. -x).
 #
 # What runs, and what is left out:
-#   tests/kernels/test_attention_gpu.py   the attention kernels (naive, flash, flash_tc and its
-#                                         variants), every dtype, head_dim and edge shape
+#   tests/kernels/test_attention_gpu.py   the attention kernels (naive, flash in both its versions,
+#                                         flash_tc), every dtype, head_dim and edge shape
 #   tests/kernels/test_harness_kernels_gpu.py  every harness kernel once: spin, empty, probe,
 #                                         copy/ffma/mma/chase workloads, read/L2 flush/gate (through
 #                                         benchmark in each mode), the SM clock probe
@@ -37,8 +37,9 @@ TIMING="reads_requested_time or times_that_stream or handles_agree or event_cloc
         or cold_is_slower or graph_mode_on_a_launch_bound or releases_the_gate
         or timed_without_the_gate or nested_gpu_times_are_ordered or exit_does_not_wait_for_the_gpu
         or noise_target"
-# needs CUPTI (it checks which kernel impl="auto" launched, through profile())
-CUPTI_TESTS="auto_runs_flash_wgmma"
+# need CUPTI (which kernel impl="auto" launched, through profile(); a refusal that only the CUPTI
+# clock gives: under the tool clock="auto" falls back to events and times the empty interval)
+CUPTI_TESTS="auto_runs_flash_wgmma or without_gpu_work_is_refused"
 SKIP="sticky or fork or torch or cupy or cupti or $CUPTI_TESTS or ground_truth or $(echo $TIMING)"
 TOOLS=${TOOLS:-memcheck racecheck synccheck}    # e.g. TOOLS=memcheck
 TOOL_TIMEOUT=${TOOL_TIMEOUT:-0}                 # seconds per tool; 0: no limit

@@ -1,6 +1,6 @@
-/* _bench_stream_create/_bench_stream_destroy and _bench_read: thin
- * calls that gpuprofile/kernels/__init__.py and gpuprofile/bench/streams.py wrap in owning Python
- * objects. */
+/* _bench_read and the L2 flush buffer: the read workload over device memory that
+ * gpuprofile/kernels/__init__.py wraps in an owning Python object (DeviceBuffer) and the
+ * benchmark flushes L2 with. */
 #include "devbuf.h"
 #include "harness/bench_kernels.h"
 #include "core/device.h"
@@ -36,49 +36,6 @@ parse_pointer(PyObject *obj, const char *what, void **out)
         return -1;
     *out = (void *)(uintptr_t)v;
     return 0;
-}
-
-/* _bench_stream_create() -> int: a non-blocking stream on the current device. */
-static PyObject *
-bench_stream_create(PyObject *module, PyObject *unused)
-{
-    if (gp_require_device() < 0)
-        return NULL;
-    cudaStream_t s;
-    GP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)s);
-error:
-    return NULL;
-}
-
-static PyObject *
-bench_stream_destroy(PyObject *module, PyObject *arg)
-{
-    cudaStream_t s;
-    if (gp_stream_from_object(arg, &s) < 0)
-        return NULL;
-    if (s == 0)
-        return PyErr_Format(PyExc_ValueError, "cannot destroy the default stream");
-    GP_CUDA_CHECK(cudaStreamDestroy(s));
-    Py_RETURN_NONE;
-error:
-    return NULL;
-}
-
-static PyObject *
-bench_stream_synchronize(PyObject *module, PyObject *arg)
-{
-    cudaStream_t s;
-    if (gp_stream_from_object(arg, &s) < 0 || gp_require_device() < 0)
-        return NULL;
-    cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaStreamSynchronize(s);
-    Py_END_ALLOW_THREADS
-    GP_CUDA_CHECK(err);
-    Py_RETURN_NONE;
-error:
-    return NULL;
 }
 
 /* _bench_read(pointer, nbytes, sink, stream): one read pass over a buffer (see
@@ -118,11 +75,6 @@ error:
 }
 
 static PyMethodDef devbuf_methods[] = {
-    {"_bench_stream_create", bench_stream_create, METH_NOARGS, "A new non-blocking stream (int)."},
-    {"_bench_stream_destroy", bench_stream_destroy, METH_O,
-     "Destroy a stream from _bench_stream_create."},
-    {"_bench_stream_synchronize", bench_stream_synchronize, METH_O,
-     "Wait for a stream (GIL released)."},
     {"_bench_read", bench_read, METH_VARARGS,
      "_bench_read(pointer, nbytes, sink, stream): read pass."},
     {NULL, NULL, 0, NULL},

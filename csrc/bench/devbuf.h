@@ -1,6 +1,6 @@
-/* Raw device memory and streams owned by Python objects (gpuprofile.kernels.DeviceBuffer,
- * gpuprofile.Stream), and the read workload over a buffer. Framework-free, so benchmarks and GPU
- * tests need neither torch nor CuPy. */
+/* Raw device memory owned by Python objects (gpuprofile.kernels.DeviceBuffer), the read workload
+ * over a buffer and the L2 flush buffer. Framework-free, so benchmarks and GPU tests need neither
+ * torch nor CuPy. */
 #ifndef GP_DEVBUF_H
 #define GP_DEVBUF_H
 

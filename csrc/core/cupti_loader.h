@@ -2,7 +2,7 @@
  * at import: a CUPTI already loaded by another library (torch) is reused; otherwise it is searched
  * in GPUPROFILE_CUPTI_PATH (an override: the only place looked), the CUDA found at build time,
  * CUDA_HOME, /usr/local/cuda, and the CUDA wheels' folders on sys.path. Calls go through the
- * table `gp_cupti`; every call is checked with GP_CUPTI_CHECK. */
+ * table `gp_cupti`; every call is checked with GP_CUPTI_CHECK (core/errors.h). */
 #ifndef GP_CUPTI_LOADER_H
 #define GP_CUPTI_LOADER_H
 
@@ -103,18 +103,6 @@ extern gp_cupti_api gp_cupti;
 
 /* Loads CUPTI once; 0 on success, -1 with CuptiError saying where it looked. */
 int gp_cupti_load(void);
-
-/* Sets CuptiError for `res` from `call`; returns NULL. */
-PyObject *gp_set_cupti_error(CUptiResult res, const char *call, const char *file, int line);
-
-#define GP_CUPTI_CHECK(call)                                                                       \
-    do {                                                                                           \
-        CUptiResult gp_res_ = (call);                                                              \
-        if (gp_res_ != CUPTI_SUCCESS) {                                                            \
-            gp_set_cupti_error(gp_res_, #call, __FILE__, __LINE__);                                \
-            goto error;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 /* CUPTI allows one callback subscriber per process; gpuprofile's is created here, once, and
  * shared by every gpuprofile feature through handlers. gp_cupti_subscribe() loads CUPTI if

@@ -6,6 +6,7 @@
 
 #include <Python.h>
 #include <cuda_runtime_api.h>
+#include <cupti_result.h>
 
 /* Exception types: process globals, created once at module exec and added to the module, which
  * also holds a reference. Not module state (m_size is 0) on purpose: the module executes once
@@ -31,6 +32,19 @@ int gp_cuda_error_is_sticky(cudaError_t err);
         cudaError_t gp_err_ = (call);                                                              \
         if (gp_err_ != cudaSuccess) {                                                              \
             gp_set_cuda_error(gp_err_, #call, __FILE__, __LINE__);                                 \
+            goto error;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* Sets CuptiError for `res` from `call` (with CUPTI's own text for it and a hint for the results
+ * a user can act on); returns NULL. Defined in cupti_loader.c, which holds CUPTI's functions. */
+PyObject *gp_set_cupti_error(CUptiResult res, const char *call, const char *file, int line);
+
+#define GP_CUPTI_CHECK(call)                                                                       \
+    do {                                                                                           \
+        CUptiResult gp_res_ = (call);                                                              \
+        if (gp_res_ != CUPTI_SUCCESS) {                                                            \
+            gp_set_cupti_error(gp_res_, #call, __FILE__, __LINE__);                                \
             goto error;                                                                            \
         }                                                                                          \
     } while (0)

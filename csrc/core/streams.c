@@ -1,5 +1,8 @@
-/* Conversion of Python stream objects to cudaStream_t. */
+/* Conversion of Python stream objects to cudaStream_t; the streams gpuprofile.Stream owns. */
 #include "streams.h"
+#include "device.h"
+#include "errors.h"
+#include "gpu_wait.h"
 #include "util.h"
 
 static int
@@ -59,4 +62,55 @@ gp_stream_from_object(PyObject *obj, cudaStream_t *out)
                  ".cuda_stream; got %.100s",
                  Py_TYPE(obj)->tp_name);
     return -1;
+}
+
+/* _stream_create() -> int: a non-blocking stream on the current device. */
+static PyObject *
+stream_create(PyObject *module, PyObject *unused)
+{
+    if (gp_require_device() < 0)
+        return NULL;
+    cudaStream_t s;
+    GP_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return PyLong_FromUnsignedLongLong((unsigned long long)(uintptr_t)s);
+error:
+    return NULL;
+}
+
+static PyObject *
+stream_destroy(PyObject *module, PyObject *arg)
+{
+    cudaStream_t s;
+    if (gp_stream_from_object(arg, &s) < 0)
+        return NULL;
+    if (s == 0)
+        return PyErr_Format(PyExc_ValueError, "cannot destroy the default stream");
+    GP_CUDA_CHECK(cudaStreamDestroy(s));
+    Py_RETURN_NONE;
+error:
+    return NULL;
+}
+
+static PyObject *
+stream_synchronize(PyObject *module, PyObject *arg)
+{
+    cudaStream_t s;
+    if (gp_stream_from_object(arg, &s) < 0 || gp_require_device() < 0 ||
+        gp_wait_stream(s, "cudaStreamSynchronize") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef stream_methods[] = {
+    {"_stream_create", stream_create, METH_NOARGS, "A new non-blocking stream (int)."},
+    {"_stream_destroy", stream_destroy, METH_O, "Destroy a stream from _stream_create."},
+    {"_stream_synchronize", stream_synchronize, METH_O,
+     "Wait for the work enqueued on a stream (GIL released; Ctrl-C interrupts the wait)."},
+    {NULL, NULL, 0, NULL},
+};
+
+int
+gp_streams_init(PyObject *module)
+{
+    return PyModule_AddFunctions(module, stream_methods);
 }

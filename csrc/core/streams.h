@@ -1,5 +1,7 @@
-/* The stream argument every GPU call takes: None (the legacy default stream), an integer handle,
- * or any object with __cuda_stream__ (CUDA Python protocol) or .cuda_stream (torch, CuPy). */
+/* Streams: the stream argument every GPU call takes (None: the legacy default stream, an integer
+ * handle, or any object with __cuda_stream__ (CUDA Python protocol) or .cuda_stream (torch,
+ * CuPy)), and the streams gpuprofile owns for Python (gpuprofile.Stream: _stream_create,
+ * _stream_destroy, _stream_synchronize). */
 #ifndef GP_STREAMS_H
 #define GP_STREAMS_H
 
@@ -16,5 +18,7 @@ gp_stream_protocol_value(cudaStream_t s)
 {
     return s == (cudaStream_t)0 ? 1 : (long long)(uintptr_t)s;
 }
+
+int gp_streams_init(PyObject *module);
 
 #endif

@@ -14,7 +14,8 @@
  * Function names in records are allocated by CUPTI and may be shared with Activity records of
  * the tracing feature, so they are copied and never freed here (one string per function). */
 #include "pcsampling.h"
-#include "context.h"
+#include "core/context.h"
+#include "core/gpu_wait.h"
 #include "cubins.h"
 #include "core/cupti_loader.h"
 #include "core/errors.h"
@@ -323,7 +324,7 @@ pcs_stop(PyObject *op, PyObject *unused)
     gp_pcs *self = (gp_pcs *)op;
     if (!self->started)
         return PyErr_Format(gp_GpuProfileError, "PCSampler.stop(): not started");
-    if (gp_sync_device("cudaDeviceSynchronize (before cuptiPCSamplingStop)") < 0)
+    if (gp_wait_device("cudaDeviceSynchronize (before cuptiPCSamplingStop)") < 0)
         return NULL;
     CUpti_PCSamplingStopParams p = {CUpti_PCSamplingStopParamsSize};
     p.ctx = self->session.ctx;

@@ -10,7 +10,8 @@
  *         s.close()
  */
 #include "pmsampling.h"
-#include "context.h"
+#include "core/context.h"
+#include "core/gpu_wait.h"
 #include "core/cupti_loader.h"
 #include "core/errors.h"
 #include "profiler_host.h"
@@ -275,7 +276,7 @@ pms_stop(PyObject *op, PyObject *unused)
     gp_pms *self = (gp_pms *)op;
     if (!self->started)
         return PyErr_Format(gp_GpuProfileError, "PmSampler.stop(): not started");
-    if (gp_sync_device("cudaDeviceSynchronize (before cuptiPmSamplingStop)") < 0)
+    if (gp_wait_device("cudaDeviceSynchronize (before cuptiPmSamplingStop)") < 0)
         return NULL;
     CUpti_PmSampling_Stop_Params p = {CUpti_PmSampling_Stop_Params_STRUCT_SIZE};
     p.pPmSamplingObject = self->obj;

@@ -1,7 +1,7 @@
 /* Device-side preconditions of the counter APIs, and the chip name / counter availability
  * queries that make host-side (profiler_host.c) configurations match the device. */
 #include "profiler_target.h"
-#include "context.h"
+#include "core/context.h"
 #include "core/cupti_loader.h"
 #include "core/errors.h"
 

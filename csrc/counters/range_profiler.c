@@ -13,7 +13,7 @@
  *         rp.close()                          # pops, stops, disables: no CUPTI state left
  */
 #include "range_profiler.h"
-#include "context.h"
+#include "core/context.h"
 #include "core/cupti_loader.h"
 #include "core/errors.h"
 #include "profiler_host.h"

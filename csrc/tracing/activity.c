@@ -6,7 +6,7 @@
 #include "core/cupti_loader.h"
 #include "core/device.h"
 #include "core/errors.h"
-#include "gpu_wait.h"
+#include "core/gpu_wait.h"
 #include "core/util.h"
 
 #include <cupti.h>

@@ -7,7 +7,7 @@
 #include "core/device.h"
 #include "core/errors.h"
 #include "core/util.h"
-#include "counters/context.h"
+#include "core/context.h"
 #include "regions/regions.h"
 
 #include <string.h>

@@ -6,6 +6,7 @@
 #include "core/streams.h"
 #include "core/util.h"
 
+#include <limits.h>
 #include <string.h>
 
 static void
@@ -284,19 +285,19 @@ dl_dtype(gp_dl_dtype t, char *desc, size_t desc_size)
 /* obj.__dlpack__(stream=..., max_version=(1, 0)), or without max_version for producers older
  * than DLPack 1.0 (they raise TypeError for the unknown keyword). */
 static PyObject *
-call_dlpack(PyObject *obj, cudaStream_t consumer)
+call_dlpack(PyObject *obj, long long stream)
 {
     PyObject *method = PyObject_GetAttrString(obj, "__dlpack__");
     if (method == NULL)
         return NULL;
     PyObject *empty = PyTuple_New(0);
-    PyObject *kw = Py_BuildValue("{s:L,s:(ii)}", "stream", gp_stream_protocol_value(consumer),
-                                 "max_version", GP_DL_MAJOR_VERSION, GP_DL_MINOR_VERSION);
+    PyObject *kw = Py_BuildValue("{s:L,s:(ii)}", "stream", stream, "max_version",
+                                 GP_DL_MAJOR_VERSION, GP_DL_MINOR_VERSION);
     PyObject *cap = empty && kw ? PyObject_Call(method, empty, kw) : NULL;
     if (cap == NULL && kw != NULL && PyErr_ExceptionMatches(PyExc_TypeError)) {
         PyErr_Clear();
         Py_DECREF(kw);
-        kw = Py_BuildValue("{s:L}", "stream", gp_stream_protocol_value(consumer));
+        kw = Py_BuildValue("{s:L}", "stream", stream);
         cap = kw ? PyObject_Call(method, empty, kw) : NULL;
     }
     Py_XDECREF(kw);
@@ -335,12 +336,38 @@ consume_capsule(PyObject *cap, const char *name, gp_array *a)
     return NULL;
 }
 
+/* obj.__dlpack__() for an array on CUDA device `device` (from __dlpack_device__, -1 if it did
+ * not say). Producers export only from their own device: torch raises BufferError for a tensor
+ * on device 1 while device 0 is current. So the call runs with the array's device current (the
+ * caller's device is restored after it), and the handshake then names the legacy default
+ * stream (DLPack's 1): the consumer's stream belongs to another device. Arrays that end up on
+ * different devices are refused by the caller with its ValueError. */
+static PyObject *
+call_dlpack_on(PyObject *obj, int device, cudaStream_t consumer)
+{
+    int current = -1;
+    if (device < 0 || cudaGetDevice(&current) != cudaSuccess || current == device ||
+        cudaSetDevice(device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return call_dlpack(obj, gp_stream_protocol_value(consumer));
+    }
+    PyObject *cap = call_dlpack(obj, 1);
+    if (cudaSetDevice(current) != cudaSuccess) {
+        (void)cudaGetLastError();
+        Py_XDECREF(cap); /* an unused capsule frees its tensor */
+        PyErr_Format(PyExc_RuntimeError, "could not make device %d current again after "
+                     "reading an array of device %d", current, device);
+        return NULL;
+    }
+    return cap;
+}
+
 static int
-parse_dlpack(PyObject *obj, const char *name, cudaStream_t consumer, gp_array *a)
+parse_dlpack(PyObject *obj, const char *name, int device, cudaStream_t consumer, gp_array *a)
 {
     a->via = "DLPack";
     a->on_device = 1;
-    PyObject *cap = call_dlpack(obj, consumer);
+    PyObject *cap = call_dlpack_on(obj, device, consumer);
     if (cap == NULL)
         return -1;
     gp_dl_tensor *t = consume_capsule(cap, name, a);
@@ -442,10 +469,12 @@ parse_buffer(PyObject *obj, const char *name, gp_array *a)
 /* ---- dispatch ----------------------------------------------------------------------------- */
 
 /* 1 when obj.__dlpack_device__() names CUDA or CUDA managed memory, 0 for anything else (or no
- * such method), -1 on error. */
+ * such method), -1 on error. *device: the device id it names (-1 when it is not a small
+ * non-negative int). */
 static int
-dlpack_on_cuda(PyObject *obj)
+dlpack_on_cuda(PyObject *obj, int *device)
 {
+    *device = -1;
     PyObject *method;
     if (gp_optional_attr(obj, "__dlpack_device__", &method) <= 0)
         return PyErr_Occurred() ? -1 : 0;
@@ -453,13 +482,18 @@ dlpack_on_cuda(PyObject *obj)
     Py_DECREF(method);
     if (dev == NULL)
         return -1;
-    long type = -1;
-    int overflow = 0; /* a type beyond C long is no device type we know */
-    if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2)
+    long type = -1, id = -1;
+    int overflow = 0; /* a type or id beyond C long is no device we know */
+    if (PyTuple_Check(dev) && PyTuple_GET_SIZE(dev) == 2) {
         type = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(dev, 0), &overflow);
+        if (!(type == -1 && PyErr_Occurred()))
+            id = PyLong_AsLongAndOverflow(PyTuple_GET_ITEM(dev, 1), &overflow);
+    }
     Py_DECREF(dev);
-    if (type == -1 && PyErr_Occurred())
+    if ((type == -1 || id == -1) && PyErr_Occurred())
         return -1;
+    if (id >= 0 && id <= INT_MAX)
+        *device = (int)id;
     return type == GP_DL_CUDA || type == GP_DL_CUDA_MANAGED;
 }
 
@@ -472,11 +506,12 @@ parse_any(PyObject *obj, const char *name, int writable, cudaStream_t consumer, 
     }
     /* DLPack first: it carries bfloat16 and its stream handshake, and torch's CAI property
      * raises for bfloat16. */
-    int cuda = dlpack_on_cuda(obj);
+    int device;
+    int cuda = dlpack_on_cuda(obj, &device);
     if (cuda < 0)
         return -1;
     if (cuda)
-        return parse_dlpack(obj, name, consumer, a);
+        return parse_dlpack(obj, name, device, consumer, a);
     PyObject *iface;
     if (gp_optional_attr(obj, "__cuda_array_interface__", &iface) < 0)
         return -1;

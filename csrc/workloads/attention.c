@@ -8,7 +8,7 @@
 #include "attention_py.h"
 #include "array_args.h"
 #include "attention/attention.h"
-#include "attention_choice.h"
+#include "attention_impls.h"
 #include "core/device.h"
 #include "core/device_memory.h"
 #include "device_array.h"
@@ -191,16 +191,13 @@ fill_params(attn_call *c, int causal, float scale)
 static cudaError_t
 launch(int impl, const gp_attn_params *p, void *workspace, cudaStream_t stream)
 {
-    switch (impl) {
-    case IMPL_NAIVE:
-        return gp_attn_naive(p, workspace, stream);
-    case IMPL_FLASH:
-        return gp_attn_flash(p, stream);
-    case IMPL_FLASH_WGMMA:
-        return gp_attn_flash_wgmma_launch(p, stream);
-    default:
-        return gp_attn_flash_tc(p, stream);
-    }
+    return gp_attn_impls[impl].launch(p, workspace, stream);
+}
+
+static size_t
+workspace_bytes(int impl, const gp_attn_params *p)
+{
+    return gp_attn_impls[impl].workspace_bytes ? gp_attn_impls[impl].workspace_bytes(p) : 0;
 }
 
 /* A launch error as the exception to raise. flash_wgmma's launcher says cudaErrorNotSupported
@@ -244,12 +241,12 @@ run_host(attn_call *c)
     gp_attn_params *p = &c->p;
     const size_t bytes = (size_t)c->a[0].view.len;
     const size_t slot = round256(bytes);
-    const size_t ws = c->impl == IMPL_NAIVE ? gp_attn_naive_workspace_bytes(p) : 0;
     int device = gp_current_device();
     cudaMemPool_t pool;
     if (device < 0 || gp_device_pool(device, &pool) < 0)
         return -1;
     gp_attn_prefer_wgmma(c->requested, p, &c->impl);
+    const size_t ws = workspace_bytes(c->impl, p);
     char *base = NULL;
     cudaError_t err = cudaSuccess;
     const char *what = NULL;
@@ -350,15 +347,14 @@ run_device(attn_call *c)
     for (int i = 0; i < c->count; i++)
         if (gp_array_wait_producer(&c->a[i], c->stream) < 0)
             goto error;
-    if (c->impl == IMPL_NAIVE) {
-        const size_t bytes = gp_attn_naive_workspace_bytes(p);
+    const size_t ws_bytes = workspace_bytes(c->impl, p);
+    if (ws_bytes > 0) {
         cudaMemPool_t pool;
         if (gp_device_pool(device, &pool) < 0)
             goto error;
-        cudaError_t err = cudaMallocFromPoolAsync(&ws, bytes, pool, c->stream);
+        cudaError_t err = cudaMallocFromPoolAsync(&ws, ws_bytes, pool, c->stream);
         if (err != cudaSuccess) {
-            raise_alloc_error(err, bytes,
-                              "the naive score workspace (batch*heads*seq*seq*4 bytes)");
+            raise_alloc_error(err, ws_bytes, gp_attn_impls[c->impl].workspace);
             goto error;
         }
     }
@@ -407,24 +403,14 @@ parse_arrays(attn_call *c, PyObject *const objs[4])
 static PyObject *
 attention(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"q",      "k",     "v",      "out",     "impl",
-                             "causal", "scale", "stream", "variant", NULL};
+    static char *kwlist[] = {"q", "k", "v", "out", "impl", "causal", "scale", "stream", NULL};
     PyObject *objs[4] = {NULL, NULL, NULL, Py_None}, *scale_obj = Py_None, *stream_obj = Py_None;
-    PyObject *variant_obj = NULL;
     const char *impl_name = "flash";
     int causal = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOOO!:attention", kwlist, &objs[0],
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOO:attention", kwlist, &objs[0],
                                      &objs[1], &objs[2], &objs[3], &impl_name, &causal, &scale_obj,
-                                     &stream_obj, &PyLong_Type, &variant_obj))
+                                     &stream_obj))
         return NULL;
-    /* A range check on the Python int: "i" would raise OverflowError for a large one. */
-    int overflow = 0;
-    long variant = variant_obj ? PyLong_AsLongAndOverflow(variant_obj, &overflow) : 0;
-    if (variant == -1 && PyErr_Occurred())
-        return NULL;
-    if (overflow || variant < 0 || variant > GP_ATTN_MAX_VARIANT)
-        return PyErr_Format(PyExc_ValueError, "attention: variant must be in [0, %d], got %R",
-                            GP_ATTN_MAX_VARIANT, variant_obj);
     attn_call c;
     memset(&c, 0, sizeof c);
     float scale;
@@ -433,7 +419,6 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);
-    c.p.variant = (int)variant;
     if (gp_attn_choose_impl(c.requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
         goto done;
     if (c.a[0].on_device)
@@ -472,7 +457,7 @@ attention_auto_impl(PyObject *module, PyObject *args)
         gp_attn_prefer_wgmma(IMPL_AUTO, &p, &chosen);
     else
         PyErr_Clear();
-    return PyUnicode_FromString(gp_attn_impl_names[chosen]);
+    return PyUnicode_FromString(gp_attn_impl_name(chosen));
 }
 
 static PyObject *
@@ -485,12 +470,8 @@ attention_release_workspace(PyObject *module, PyObject *unused)
 
 static PyMethodDef attention_methods[] = {
     {"_attention", (PyCFunction)(void (*)(void))attention, METH_VARARGS | METH_KEYWORDS,
-     "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None, "
-     "variant=0)\n--\n\n"
-     "See gpuprofile.kernels.attention. `variant` selects alternative kernel "
-     "configurations for tuning (kernels/attention/NOTES.md): flash_tc 1..ATTENTION_MAX_VARIANT, "
-     "flash 1, flash_wgmma 1, 4 and 5 and, at head_dim 64 only, flash_wgmma 2 and 3 (others as 0); "
-     "0 is the default."},
+     "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None)\n--\n\n"
+     "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
      "device (without a device: what it would pick off Hopper)."},
@@ -502,7 +483,10 @@ static PyMethodDef attention_methods[] = {
 int
 gp_attention_init(PyObject *module)
 {
-    if (PyModule_AddIntConstant(module, "ATTENTION_MAX_VARIANT", GP_ATTN_MAX_VARIANT) < 0)
+    PyObject *impls = gp_attn_impls_as_python();
+    if (impls == NULL || PyModule_AddObject(module, "ATTENTION_IMPLS", impls) < 0) {
+        Py_XDECREF(impls);
         return -1;
+    }
     return PyModule_AddFunctions(module, attention_methods);
 }

@@ -1,317 +1,31 @@
 """gpuprofile.benchmark: time a callable the way a careful kernel engineer would, with the
 uncertainty attached.
 
-The C core (csrc/bench/bench.c) enqueues and times batches of iterations. This module validates the
-options, runs the first call and the warm-up, sizes the batches, applies the stopping rule and
-builds the BenchmarkResult. The loop driver (`collect`) takes any *sample source* with
-`run(n) -> Batch`, so the stopping rule is tested with fake sources (tests/bench/test_bench.py).
-
-Why the median: GPU timings are right-skewed with rare large outliers (clock changes, interrupts,
-other processes, a late launch). The mean and any interval built from the standard deviation are
-dragged by those outliers, so a mean-based rule converges slowly or not at all and reports the
-outliers' weight. The median ignores them, and its confidence interval from order statistics
-assumes no distribution at all.
+The C core (csrc/bench/bench.c) enqueues and times batches of iterations. The options are
+bench/options.py's, the sample sources bench/sources.py's, the warm-up and the stopping rule
+bench/loop.py's; this module runs a measurement (first call, graph capture, CUPTI or event
+timing, warm-up, loop, rounds) and builds the BenchmarkResult.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import gc
 import math
 import time
 import warnings
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
 from ..distributed import rank_fields
-from .result import Batch, BenchmarkResult, throughput
+from .loop import Collected, collect, warm_up
+from .options import SIGNATURE, Options, make_options, split_options
+from .result import BenchmarkResult, throughput
 from .rounds import merge_rounds
+from .sources import GpuSource, HostSource
 
-_MODES = ("cold", "hot", "graph")
-_CLOCKS = ("auto", "cupti", "gpu", "host")
-_PEAKS = ("fp32", "fp16_tensor")
-
-_GATE_TIMED_OUT = 2  # GP_GATE_TIMED_OUT in kernels/harness/bench_kernels.h
-# The gate gives up after this long (or 20x the batch's expected enqueue time, if longer). A batch
-# is sized to enqueue in well under it, so only a host that blocks reaches it.
-_GATE_TIMEOUT_S = 0.1
-_GATE_TIMEOUT_MAX_S = 2.0
-# Iterations per gated batch. Each cold iteration queues about 3 + (fn's launches) commands behind
-# the gate; CUDA's launch queue holds about a thousand before the host blocks.
-_MAX_BATCH = {"cold": 64, "graph": 64, "hot": 128}
-# Batches last between these, growing with the time spent so far (10 %).
-_MIN_BATCH_S, _MAX_BATCH_S = 0.002, 0.05
 # Host clock: calls per sample are grouped until a sample lasts at least this long.
 _HOST_MIN_SAMPLE_S = 10e-6
-
-
-@dataclass
-class Collected:
-    """What collect() returns."""
-
-    samples: Any
-    wall_s: float
-    host_s: float
-    tainted: int
-    stop_reason: str  # converged | max_time | max_iters | fixed
-    rel_noise: float
-    median_ms: float
-
-
-@dataclass(frozen=True)
-class Options:
-    warmup: float
-    min_time: float
-    max_time: float
-    max_noise: float
-    min_iters: int
-    max_iters: int
-    flush_l2: bool
-    mode: str
-    clock: str
-    stream: Any
-    flops: float | None
-    bytes: float | None
-    name: str | None
-    peak: Any
-    fixed: bool = False  # exactly max_iters samples, no stopping rule (pytest plugin's pedantic)
-    warmup_iters: int | None = None  # warm up by count instead of by time
-    rounds: int = 1  # whole measurements, merged by bench/rounds.py
-    inner: int | None = None  # host clock: calls per sample, when fixed (rounds after the first)
-
-
-def _number(value, option, *, minimum=0.0, strict=False, allow_inf=False):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{option} must be a number, got {type(value).__name__}")
-    if math.isnan(value) or (math.isinf(value) and not allow_inf):
-        raise ValueError(f"{option} must be finite, got {value}")
-    if value < minimum or (strict and value == minimum):
-        raise ValueError(f"{option} must be {'>' if strict else '>='} {minimum}, got {value}")
-    return float(value)
-
-
-def _integer(value, option, minimum):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{option} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{option} must be >= {minimum}, got {value}")
-    return value
-
-
-def make_options(*, warmup, min_time, max_time, max_noise, min_iters, max_iters, flush_l2, mode,
-                 clock, stream, flops, bytes, name, peak, fixed=False, warmup_iters=None,
-                 rounds=1) -> Options:
-    """Validated options; ValueError/TypeError naming the option otherwise."""
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
-    if clock not in _CLOCKS:
-        raise ValueError(f"clock must be one of {_CLOCKS}, got {clock!r}")
-    warmup = _number(warmup, "warmup")
-    min_time = _number(min_time, "min_time")
-    max_time = _number(max_time, "max_time", strict=True, allow_inf=True)
-    if max_time < min_time:
-        raise ValueError(f"max_time ({max_time}) must be >= min_time ({min_time})")
-    max_noise = _number(max_noise, "max_noise", strict=True)
-    min_iters = _integer(min_iters, "min_iters", 1)
-    max_iters = _integer(max_iters, "max_iters", 1)
-    if max_iters < min_iters:
-        raise ValueError(f"max_iters ({max_iters}) must be >= min_iters ({min_iters})")
-    if flush_l2 is not None and not isinstance(flush_l2, bool):
-        raise TypeError(f"flush_l2 must be True, False or None, got {type(flush_l2).__name__}")
-    if mode == "hot" and flush_l2:
-        raise ValueError("flush_l2=True contradicts mode='hot' (back-to-back iterations, warm "
-                         "caches); use mode='cold' to flush before every iteration")
-    flush_l2 = mode != "hot" if flush_l2 is None else flush_l2
-    for option, value in (("flops", flops), ("bytes", bytes)):
-        if value is not None:
-            _number(value, option, strict=True)
-    if name is not None and not isinstance(name, str):
-        raise TypeError(f"name must be a str or None, got {type(name).__name__}")
-    if not (peak is None or peak in _PEAKS):
-        if isinstance(peak, str):
-            raise ValueError(f"peak must be one of {_PEAKS}, a number of TFLOP/s or None, got {peak!r}")
-        _number(peak, "peak", strict=True)
-    if mode == "graph" and stream is None:
-        raise ValueError(
-            "mode='graph' needs stream=: a non-default stream that fn launches all its work on "
-            "(CUDA cannot capture the legacy default stream). torch: s = torch.cuda.Stream(); "
-            "with torch.cuda.stream(s): gpuprofile.benchmark(fn, mode='graph', stream=s). "
-            "Raw CUDA: s = gpuprofile.Stream() and launch on s.cuda_stream."
-        )
-    if warmup_iters is not None:
-        warmup_iters = _integer(warmup_iters, "warmup_iters", 0)
-    return Options(warmup, min_time, max_time, max_noise, min_iters, max_iters, flush_l2, mode,
-                   clock, stream, flops, bytes, name, peak, fixed, warmup_iters,
-                   _integer(rounds, "rounds", 1))
-
-
-# ---- sample sources ------------------------------------------------------------------------------
-
-
-class GpuSource:
-    """Batches from a _C.BenchRunner: gated, with the gate switched off when it keeps timing out
-    (fn blocks the host: it synchronizes, or fills the launch queue)."""
-
-    def __init__(self, runner, mode: str):
-        self.runner = runner
-        self.max_batch = _MAX_BATCH[mode]
-        self.gated = True
-        self.sync_each = False  # fn's work is on other streams: iterations between device syncs
-        self.tainted = 0
-        self._host_per_iter = 0.0
-
-    def synchronize_each(self) -> None:
-        """From now on, each iteration runs between device synchronizations, ungated."""
-        self.sync_each, self.gated = True, False
-
-    def run(self, n: int) -> Batch:
-        import numpy as np
-
-        timeout_ns = 0
-        if self.gated:
-            expected = 20 * n * self._host_per_iter
-            timeout_ns = int(min(_GATE_TIMEOUT_MAX_S, max(_GATE_TIMEOUT_S, expected)) * 1e9)
-        t0 = time.perf_counter()
-        raw, host_ns, state = self.runner.batch(n, timeout_ns, self.sync_each)
-        wall = time.perf_counter() - t0
-        if state != _GATE_TIMED_OUT:
-            self._host_per_iter = host_ns / 1e9 / n  # a timed-out batch's host time includes the wait
-            return Batch(np.frombuffer(raw, dtype=np.float64), wall, host_ns / 1e9)
-        self.tainted += 1
-        self.max_batch = max(1, self.max_batch // 4)
-        if self.tainted >= 2:
-            self.gated = False
-        return Batch(np.empty(0), wall, host_ns / 1e9, tainted=True)
-
-
-class HostSource:
-    """Batches timed with the host clock (CLOCK_MONOTONIC) by _C._bench_host_batch."""
-
-    gated = False
-    tainted = 0
-    max_batch = 65536
-
-    def __init__(self, fn, args, kwargs, setup=None):
-        self.fn, self.args, self.kwargs, self.setup = fn, args, kwargs or None, setup
-        self.inner = 1
-        self.calls = 0
-        self.failed_call = -1  # index of the call that raised, as BenchRunner.failed_call
-
-    def run(self, n: int) -> Batch:
-        import numpy as np
-
-        from .. import _C
-
-        t0 = time.perf_counter()
-        try:
-            raw, total_ns = _C._bench_host_batch(self.fn, self.args, self.kwargs, n, self.inner, self.setup)
-        except BaseException as e:
-            index = e.__dict__.pop("_gpuprofile_call_in_batch", None)  # set by the C loop when fn raised
-            if index is not None:
-                self.failed_call = self.calls + index
-            raise
-        finally:
-            wall = time.perf_counter() - t0
-        self.calls += n * self.inner
-        return Batch(np.frombuffer(raw, dtype=np.float64), wall, total_ns / 1e9)
-
-
-# ---- the loop driver -----------------------------------------------------------------------------
-
-
-class _Paused:
-    """Garbage collection off for one batch (as timeit does): a collection inside fn would land in
-    the host time and, with no gate, in a sample."""
-
-    def __enter__(self):
-        self.was_enabled = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc):
-        if self.was_enabled:
-            gc.enable()
-
-
-def next_batch(per_iter_s: float, elapsed_s: float, have: int, *, cap: int, max_iters: int,
-               max_time: float) -> int:
-    """Iterations for the next batch: about 10 % of the time spent so far (2..50 ms), within the
-    source's cap, the iterations left and the time left."""
-    target = min(_MAX_BATCH_S, max(_MIN_BATCH_S, 0.1 * elapsed_s))
-    k = int(target / per_iter_s) if per_iter_s > 0 else cap
-    k = min(k, cap, max_iters - have)
-    if math.isfinite(max_time) and per_iter_s > 0:
-        k = min(k, int((max_time - elapsed_s) / per_iter_s) + 1)
-    return max(1, k)
-
-
-def warm_up(source, seconds: float, per_call_s: float, iters: int | None = None) -> tuple[float, float]:
-    """Runs batches (samples discarded) for `seconds` and until one was not tainted (so the gate's
-    fate is settled before measuring), or for exactly `iters` iterations when given; returns
-    (wall s, s per iteration)."""
-    elapsed, k, per_iter = 0.0, 1, per_call_s
-    if iters is not None:
-        while iters > 0:
-            k = min(iters, source.max_batch)
-            with _Paused():
-                b = source.run(k)
-            elapsed, per_iter, iters = elapsed + b.wall_s, b.wall_s / k, iters - k
-        return elapsed, per_iter
-    while True:
-        with _Paused():
-            b = source.run(k)
-        elapsed += b.wall_s
-        per_iter = b.wall_s / k
-        if elapsed >= seconds and not b.tainted:  # end on a batch that ran as measured ones will
-            return elapsed, per_iter
-        left = int((seconds - elapsed) / per_iter) + 1 if per_iter > 0 else source.max_batch
-        k = max(1, min(source.max_batch, 2 * k, left))
-
-
-def collect(source, opts: Options, per_iter_s: float) -> Collected:
-    """The stopping rule. Runs batches until, after min_time and min_iters, the relative half-width
-    of the 95 % CI of the median is <= max_noise; or until max_time or max_iters (a warning says
-    the noise reached). With opts.fixed, exactly max_iters samples. Tainted batches (the gate timed
-    out) are discarded."""
-    import numpy as np
-
-    from .._stats import rel_noise
-
-    chunks, have, wall, host, tainted = [], 0, 0.0, 0.0, 0
-    next_check, noise, reason = 0, math.inf, ""
-    k = next_batch(per_iter_s, 0.0, 0, cap=source.max_batch, max_iters=opts.max_iters,
-                   max_time=opts.max_time)
-    while True:
-        with _Paused():
-            b = source.run(k)
-        wall += b.wall_s
-        if b.tainted:
-            tainted += 1
-        else:
-            chunks.append(b.samples)
-            have += len(b.samples)
-            host += b.host_s
-            per_iter_s = b.wall_s / max(1, len(b.samples))
-        if have >= opts.max_iters:
-            reason = "fixed" if opts.fixed else "max_iters"
-            break
-        if not opts.fixed and wall >= opts.min_time and have >= opts.min_iters and have >= next_check:
-            chunks = [np.concatenate(chunks)]
-            noise = rel_noise(chunks[0])
-            next_check = have + max(1, have // 10)  # geometric: total check cost O(n)
-            if noise <= opts.max_noise:
-                reason = "converged"
-                break
-        if not opts.fixed and wall >= opts.max_time:
-            reason = "max_time"
-            break
-        k = next_batch(per_iter_s, wall, have, cap=source.max_batch, max_iters=opts.max_iters,
-                       max_time=math.inf if opts.fixed else opts.max_time)
-    samples = np.concatenate(chunks) if chunks else np.empty(0)
-    noise = rel_noise(samples)
-    median = float(np.median(samples)) if samples.size else math.nan
-    return Collected(samples, wall, host, tainted, reason, noise, median)
 
 
 # ---- results -------------------------------------------------------------------------------------
@@ -555,9 +269,7 @@ def _run_gpu(fn, args, kwargs, opts, setup, name):
                          event_median_ms=event_median)
 
 
-def benchmark(fn, *args, warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005, min_iters=10,
-              max_iters=1_000_000, flush_l2=None, mode="cold", stream=None, flops=None, bytes=None,
-              name=None, clock="auto", peak=None, rounds=1, **kwargs) -> BenchmarkResult:
+def benchmark(fn, *args, **kwargs) -> BenchmarkResult:
     """Time `fn(*args, **kwargs)` on the GPU and return a BenchmarkResult with its uncertainty.
 
     The first call runs on its own (JIT, lazy loading, allocator growth), then calls are repeated
@@ -587,8 +299,8 @@ def benchmark(fn, *args, warmup=0.1, min_time=0.2, max_time=5.0, max_noise=0.005
     between runs, not only the noise within one (what a CI gate needs: docs/benchmark.md).
     Times (warmup, min_time, max_time) are seconds. Every other keyword goes to fn.
     """
-    opts = make_options(warmup=warmup, min_time=min_time, max_time=max_time, max_noise=max_noise,
-                        min_iters=min_iters, max_iters=max_iters, flush_l2=flush_l2, mode=mode,
-                        clock=clock, stream=stream, flops=flops, bytes=bytes, name=name, peak=peak,
-                        rounds=rounds)
-    return run(fn, args, kwargs, opts)
+    options, fn_kwargs = split_options(kwargs)
+    return run(fn, args, fn_kwargs, make_options(**options))
+
+
+benchmark.__signature__ = SIGNATURE  # type: ignore[attr-defined]  # the options: options.py

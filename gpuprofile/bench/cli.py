@@ -99,7 +99,7 @@ def bench_main(args) -> int:
         if device_count() == 0:
             return error("gpuprofile bench", "--mode graph needs a CUDA device "
                                    f"({_C._cuda_status()['reason'] or 'none found'})", 1)
-        from .streams import Stream
+        from ..streams import Stream
 
         namespace["stream"] = Stream()
     try:

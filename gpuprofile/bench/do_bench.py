@@ -20,7 +20,8 @@ import warnings
 
 import numpy as np
 
-from .benchmark import make_options, run
+from .benchmark import run
+from .options import make_options
 
 RETURN_MODES = ("min", "max", "mean", "median", "all")
 
@@ -77,9 +78,7 @@ def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None,
     warmup_s = _budget_ms(warmup, "warmup", allow_zero=True) / 1e3
     rep_s = _budget_ms(rep, "rep", allow_zero=False) / 1e3
     qs = _quantiles(quantiles)
-    opts = make_options(warmup=warmup_s, min_time=rep_s, max_time=rep_s, max_noise=0.005,
-                        min_iters=1, max_iters=1_000_000, flush_l2=None, mode="cold",
-                        clock="auto", stream=None, flops=None, bytes=None, name=None, peak=None)
+    opts = make_options(warmup=warmup_s, min_time=rep_s, max_time=rep_s, min_iters=1)
     with warnings.catch_warnings():
         # the budget is the stopping rule, as in Triton: stopping at it is no warning here
         warnings.filterwarnings("ignore", message=r"gpuprofile\.benchmark\(", category=RuntimeWarning)

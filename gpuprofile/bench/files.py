@@ -1,8 +1,9 @@
 """Saved benchmark results on disk, and their comparison (`gpuprofile compare`).
 
-Two kinds of file hold results: one BenchmarkResult (`result.save(path)`, `gpuprofile bench
---json`), and the pytest plugin's `--gpu-benchmark-save` file ({"gpuprofile_benchmark_file": 1,
-"results": [...]}). A JSON list of results is read too. Files of one result each are compared
+Three kinds of file hold results: one BenchmarkResult (`result.save(path)`, `gpuprofile bench
+--json`), the pytest plugin's saved runs ({"gpuprofile_benchmark_file": 1, "results": [...]}),
+and pytest-benchmark's JSON (the plugin's --gpu-benchmark-json export, or pytest-benchmark's own
+files: bench/pytest_json.py). A JSON list of results is read too. Files of one result each are compared
 with each other whatever their names (a before/after pair of `gpuprofile bench` runs); files of
 several are matched by result name (a test suite saved twice).
 """
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from .._files import read_json
 from .._format import fmt, html_table, text_table
 from .._tables import Tabular
+from .pytest_json import is_pytest_benchmark, results_of
 from .result import BenchmarkResult, compare, fmt_time
 
 
@@ -29,7 +31,17 @@ def load_results(path) -> list:
         data = read_json(path)
     except (OSError, ValueError) as e:
         raise ResultFileError(f"cannot read {path}: {e}") from None
-    if isinstance(data, dict) and isinstance(data.get("results"), list):
+    if is_pytest_benchmark(data):  # pytest-benchmark's JSON, or our export in its schema
+        try:
+            items = results_of(data, str(path))
+        except ValueError as e:
+            raise ResultFileError(str(e)) from None
+        for d in items:
+            if d.get("mode") == "pytest-benchmark" and not d["samples"]:
+                raise ResultFileError(
+                    f"{path}: {d['name']}: a pytest-benchmark result without its samples has no "
+                    "interval of its median to compare; save them (pytest --benchmark-save-data)")
+    elif isinstance(data, dict) and isinstance(data.get("results"), list):
         items = data["results"]
     elif isinstance(data, dict):
         items = [data]
@@ -39,8 +51,8 @@ def load_results(path) -> list:
         items = None
     if not items or not all(isinstance(d, dict) and "median_ms" in d and "name" in d for d in items):
         raise ResultFileError(f"{path} holds no gpuprofile benchmark results (a file written by "
-                              "BenchmarkResult.save, `gpuprofile bench --json` or pytest "
-                              "--gpu-benchmark-save)")
+                              "BenchmarkResult.save, `gpuprofile bench --json`, pytest "
+                              "--gpu-benchmark-save or pytest-benchmark's JSON)")
     try:
         return [BenchmarkResult.from_dict(d) for d in items]
     except (TypeError, ValueError) as e:  # from_dict names the missing or mistyped field

@@ -1,11 +1,12 @@
 """Bundled CUDA kernels: calibration workloads of known cost (ground truth for tests and
 benchmarks), and attention forward kernels (reference workloads to profile: a naive three-kernel
-version, a fused one on CUDA cores, a fused one on tensor cores). docs/attention.md explains
-them."""
+version, fused ones on CUDA cores, on tensor cores and on Hopper's; IMPLEMENTATIONS lists them).
+docs/attention.md explains them."""
 
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 from .. import _C
 from .._C import (
@@ -51,7 +52,19 @@ def read(buffer: DeviceBuffer, stream=None) -> None:
 
 
 
-IMPLS = ("naive", "flash", "flash_tc", "flash_wgmma", "auto")
+class Implementation(NamedTuple):
+    """One attention implementation, as the table in C defines it (csrc/workloads/attention_impls.c)."""
+
+    name: str  # impl=
+    takes: str  # the arguments it takes, in words
+    devices: str  # the devices it runs on
+    workspace: str | None  # what its device workspace holds; None: it needs none
+    tensor_cores: bool
+
+
+# The implementations, from the one table in C; impl="auto" chooses among them.
+IMPLEMENTATIONS = tuple(Implementation(**entry) for entry in _C.ATTENTION_IMPLS)
+IMPLS = (*(i.name for i in IMPLEMENTATIONS), "auto")
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
@@ -59,13 +72,9 @@ def attention(q, k, v, impl: str = "flash", causal: bool = False, scale: float |
               out=None, stream=None):
     """softmax(scale · Q Kᵀ) V for arrays shaped [batch, heads, seq, head_dim] (forward only).
 
-    impl:   "naive" (three kernels, the seq×seq score matrix in fp32 device memory; any head_dim up
-            to 256), "flash" (fused, fp32 arithmetic on CUDA cores; head_dim 64 or 128),
-            "flash_tc" (fused, tensor cores; float16/bfloat16, head_dim 64 or 128, rows aligned
-            to 16 bytes), "flash_wgmma" (Hopper only: sm_90a TMA loads, wgmma, warp
-            specialization; flash_tc's shapes, non-negative strides), or "auto" (the fastest
-            that takes the arguments on the arrays' device: flash_wgmma on compute capability
-            9.0, else flash_tc, flash, naive).
+    impl:   the name of one of IMPLEMENTATIONS (listed at the end), or "auto": the fastest that
+            takes the arguments on the arrays' device (flash_wgmma on compute capability 9.0,
+            else flash_tc, flash, naive).
     causal: query i attends to keys 0..i.
     scale:  defaults to 1/sqrt(head_dim).
     q, k, v share one shape and dtype (float32, float16 or bfloat16). Either all are NumPy (host)
@@ -76,6 +85,8 @@ def attention(q, k, v, impl: str = "flash", causal: bool = False, scale: float |
     that torch.as_tensor / torch.from_dlpack / cupy.asarray take without a copy. head_dim must
     be contiguous; other strides are honoured.
     The call returns once the work is queued (device arrays) or finished (host arrays).
+
+    The implementations:
     """
     if _on_device(q) or _on_device(k) or _on_device(v):
         return _attention_c(q, k, v, out, impl=impl, causal=causal, scale=scale, stream=stream)
@@ -88,6 +99,12 @@ def attention(q, k, v, impl: str = "flash", causal: bool = False, scale: float |
         raise ValueError("attention: cannot mix host and device arrays: q, k, v are host arrays "
                          "but out is a device array")
     return _attention_c(q, k, v, out, impl=impl, causal=causal, scale=scale, stream=stream)
+
+
+if attention.__doc__:  # from the table, so the help cannot drift from what C takes (None under -OO)
+    attention.__doc__ += "".join(
+        f"      {i.name}: {i.takes}; runs on {i.devices}"
+        f"{'; workspace: ' + i.workspace if i.workspace else ''}.\n" for i in IMPLEMENTATIONS)
 
 
 def _on_device(x) -> bool:
@@ -170,5 +187,5 @@ def release_workspace() -> None:
     _attention_release_workspace()
 
 
-__all__ = ["DeviceArray", "DeviceBuffer", "attention", "attention_bytes", "attention_flops", "empty",
+__all__ = ["IMPLEMENTATIONS", "DeviceArray", "DeviceBuffer", "Implementation", "attention", "attention_bytes", "attention_flops", "empty",
            "read", "release_workspace", "spin", "to_device"]

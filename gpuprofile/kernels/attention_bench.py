@@ -23,24 +23,13 @@ from .._progress import progress
 from .._version import __version__
 from ..bench.benchmark import benchmark
 from ..device import device_info
-from . import attention_bytes, attention_flops, empty, release_workspace, to_device
+from . import IMPLS, attention_bytes, attention_flops, empty, release_workspace, to_device
 from . import reference as ref
 
-MAX_VARIANT = _C.ATTENTION_MAX_VARIANT
-# "<impl>_v<N>": impl with variant=N, the alternative tiles kept for tuning (kernels/attention/NOTES.md)
-VARIANTS = tuple(f"flash_tc_v{i}" for i in range(1, MAX_VARIANT + 1)) + (
-    "flash_v1", "flash_wgmma_v1", "flash_wgmma_v2", "flash_wgmma_v3", "flash_wgmma_v4",
-    "flash_wgmma_v5")
-# flash_wgmma_v2 and _v3 (192-row blocks) take head_dim 64 only; at 128 the kernel call refuses.
-# flash_wgmma runs on compute capability 9.0 only, so it is not in the defaults (which run on
-# any device); name it, or "auto" (what impl="auto" picks on this device), to time it.
-OURS = ("naive", "flash", "flash_tc", "flash_wgmma", "auto") + VARIANTS
-
-
-def split_variant(impl):
-    """'flash_tc_v3' -> ('flash_tc', 3); 'naive' -> ('naive', 0)."""
-    base, sep, num = impl.rpartition("_v")
-    return (base, int(num)) if sep and impl in VARIANTS else (impl, 0)
+# gpuprofile.kernels.IMPLEMENTATIONS and "auto". flash_wgmma runs on compute capability 9.0
+# only, so it is not in the defaults (which run on any device); name it, or "auto" (what
+# impl="auto" picks on this device), to time it.
+OURS = IMPLS
 
 
 SDPA_BACKENDS = {"sdpa": "FLASH_ATTENTION", "sdpa_flash": "FLASH_ATTENTION",
@@ -124,8 +113,7 @@ class Inputs:
 
 
 def call_ours(impl, inp, causal):
-    name, variant = split_variant(impl)
-    return lambda: _C._attention(*inp.device, inp.out, impl=name, causal=causal, variant=variant)
+    return lambda: _C._attention(*inp.device, inp.out, impl=impl, causal=causal)
 
 
 def call_sdpa(inp, causal):
@@ -163,7 +151,7 @@ def validate(impl, inp, causal):
 
 def peak_for(impl, dtype):
     """Which compute peak % of peak refers to: fp32 CUDA cores or fp16/bf16 tensor cores."""
-    return "fp32" if dtype == "float32" or split_variant(impl)[0] == "flash" else "fp16_tensor"
+    return "fp32" if dtype == "float32" or impl == "flash" else "fp16_tensor"
 
 
 def time_it(fn, name, flops, nbytes, peak, max_time):

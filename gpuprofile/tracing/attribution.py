@@ -58,7 +58,7 @@ def region_intervals(region_streams, extcorr, ended_after=None) -> dict:
     """Each traced region's interval in correlation-id order: arrays record, device, stream
     (CUPTI's), start, end; work on that device and stream whose correlation id lies strictly
     between start and end was enqueued inside the region. `region_streams`: rows of
-    gpuprofile._activity.REGION_STREAM_RAW. `ended_after(records)` says which regions were still
+    gpuprofile.tracing.activity.REGION_STREAM_RAW. `ended_after(records)` says which regions were still
     open when tracing stopped (default: none)."""
     rows = region_streams[region_streams["stream"] != NO_STREAM] if len(region_streams) else []
     if not len(rows):

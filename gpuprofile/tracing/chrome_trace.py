@@ -140,7 +140,7 @@ _KERNEL_CONFIG = ("grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z",
                   "registers_per_thread", "static_smem", "dynamic_smem")
 
 
-def _kernel_prefix(col, i, details: bool) -> str:
+def _kernel_prefix(col, i, details: bool, nccl_bytes=None) -> str:
     region = col("region")[i]
     head = (f'"cat":"kernel","name":{json.dumps(col("name")[i])},'
             f'"pid":{GPU_PID_BASE + int(col("device")[i])},"tid":{int(col("stream")[i])},')
@@ -156,6 +156,8 @@ def _kernel_prefix(col, i, details: bool) -> str:
         args["region"] = region
     if _python_line(col, i):
         args["python"] = _python_line(col, i)
+    if nccl_bytes is not None and nccl_bytes[i] >= 0:
+        args["nccl_bytes"] = int(nccl_bytes[i])  # from torch's NCCL Flight Recorder (merge reads it)
     return head + (f'"args":{json.dumps(args, separators=(",", ":"))},' if args else "")
 
 
@@ -172,9 +174,9 @@ def _python_codes(records, col):
     return [_factorize(col("python_line"))] if "python_line" in records.dtype.names else []
 
 
-def _kernel_events(kernels, base: int, details: bool, codes=None):
+def _kernel_events(kernels, base: int, details: bool, codes=None, nccl_bytes=None):
     """X events of kernels. `codes` may give ('name', 'region') integer codes per kernel, which
-    spares factorizing the object columns."""
+    spares factorizing the object columns; `nccl_bytes` the collective size per kernel (-1: none)."""
     keep = kernels["start_ns"] > 0
     if not keep.any():
         return
@@ -183,12 +185,16 @@ def _kernel_events(kernels, base: int, details: bool, codes=None):
     name = codes["name"][keep] if "name" in codes else _factorize(col("name"))
     region = codes["region"][keep] if "region" in codes else _factorize(col("region"))
     columns = [name, region, col("device"), col("stream"), *_python_codes(kernels, col)]
+    sizes = None
+    if nccl_bytes is not None and (np.asarray(nccl_bytes) >= 0).any():
+        sizes = np.asarray(nccl_bytes, dtype=np.int64)[keep]
+        columns.append(sizes)
     if details:
         columns += [col(f) for f in _KERNEL_CONFIG]
     start = col("start_ns")
     duration = col("duration_ns")
     for first, rows in _groups(_combine(*columns), start):
-        yield x_events(_kernel_prefix(col, first, details), start[rows] - base, duration[rows])
+        yield x_events(_kernel_prefix(col, first, details, sizes), start[rows] - base, duration[rows])
 
 
 def _copy_events(records, base: int, cat: str, details: bool):
@@ -356,12 +362,13 @@ def _base_time(t0: int, *arrays) -> int:
 
 def write_chrome_trace(path, *, kernels, memcpy, memset, memory, regions, offset_ns: int,
                        t0_ns: int, t1_ns: int, details: bool = True, metadata=None,
-                       kernel_codes=None, samples=None) -> str:
+                       kernel_codes=None, samples=None, nccl_bytes=None) -> str:
     """Write the trace to `path` (see the module docstring). Times of kernels, copies, sets,
     memory events and PM samples (`samples`: gpuprofile.sample() results) are CUPTI ns; region
     records are host ns and move by `offset_ns`.
     `kernel_codes` optionally gives integer codes of the kernels' names and regions
-    ({'name': ..., 'region': ...}). The file is written atomically (gpuprofile._files), so a
+    ({'name': ..., 'region': ...}); `nccl_bytes` the size of each NCCL kernel's collective (-1
+    where unknown), written as the kernel's nccl_bytes argument. The file is written atomically (gpuprofile._files), so a
     failed export leaves no partial file."""
     path = os.fspath(path)
     all_regions = regions
@@ -378,7 +385,7 @@ def write_chrome_trace(path, *, kernels, memcpy, memset, memory, regions, offset
                 f.write(json.dumps(event, separators=(",", ":")).encode() + b",\n")
             for block in _host_events(regions, r_start, r_end, base, pid):
                 f.write(block)
-            for block in _kernel_events(kernels, base, details, kernel_codes):
+            for block in _kernel_events(kernels, base, details, kernel_codes, nccl_bytes):
                 f.write(block)
             for block in _copy_events(memcpy, base, "memcpy", details):
                 f.write(block)

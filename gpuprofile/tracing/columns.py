@@ -17,6 +17,7 @@ import json
 import numpy as np
 
 from .chrome_trace import gpu_region_spans
+from .collectives import per_kernel_bytes
 from .nccl import parse_names, region_bytes
 
 PARQUET_MAGIC = b"PAR1"
@@ -74,7 +75,7 @@ class _Part:
             self.num[name] = np.asarray(values)
 
 
-def _gpu_rows(kind: str, t, region_names) -> _Part:
+def _gpu_rows(kind: str, t, recorded=None) -> _Part:
     p = _Part(kind, len(t))
     for f in ("start_ns", "end_ns", "device", "stream", "correlation_id", "region", "python_line"):
         p.set(f, t[f])
@@ -87,7 +88,10 @@ def _gpu_rows(kind: str, t, region_names) -> _Part:
         parsed = parse_names(t["name"])
         for f in ("collective", "nccl_algorithm", "nccl_protocol"):
             p.set(f, parsed[f])
-        p.set("collective_bytes", parsed_bytes(t["region"], parsed["collective"]))
+        sizes = parsed_bytes(t["region"], parsed["collective"])
+        if recorded is not None:  # torch's Flight Recorder first, as the Chrome trace does
+            sizes = np.where(recorded >= 0, recorded, sizes)
+        p.set("collective_bytes", sizes)
     else:
         label = t["kind"] if kind == "memcpy" else t["memory_kind"]
         prefix = "Memcpy " if kind == "memcpy" else "Memset "
@@ -192,8 +196,9 @@ def profile_columns(p, metadata: dict) -> tuple:
     k, mc, ms = p.kernels, p.memcpy, p.memset
     memory = p.memory if p.mask & _memory_flag() else None
     records = p._records
-    parts = [_gpu_rows("kernel", k, None), _gpu_rows("memcpy", mc, None),
-             _gpu_rows("memset", ms, None), _region_rows(records, w.offset_ns, w.t0, w.t1)]
+    recorded = per_kernel_bytes(p._matched_collectives(), len(k))
+    parts = [_gpu_rows("kernel", k, recorded), _gpu_rows("memcpy", mc),
+             _gpu_rows("memset", ms), _region_rows(records, w.offset_ns, w.t0, w.t1)]
     if records is not None and len(records):
         parts.append(_span_rows(k, records))
     parts.append(_memory_rows(memory))

@@ -1,5 +1,4 @@
-"""gpuprofile.profile(): CUPTI activity tracing of what the GPU ran (gpuprofile.tracing.profile;
-the old path gpuprofile.profiling still imports it).
+"""gpuprofile.profile(): CUPTI activity tracing of what the GPU ran (gpuprofile.tracing.profile).
 
     with gpuprofile.profile() as p:      # or p = gpuprofile.profile(); p.start(); ...; p.stop()
         with gpuprofile.region("attn"):
@@ -24,151 +23,59 @@ import numpy as np
 
 from .. import _C
 from .._files import atomic_write
-from . import pylines
+from . import collectives, nccl, pylines
 from .activity import API, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
-from .attribution import RULES, attribute, combine, region_intervals
-from .occupancy import limits_for, occupancy
+from .attribution import attribute, combine, region_intervals
+from .occupancy import limits_for
+from .options import OPTIONS_HELP, SIGNATURE, ProfileOptions
+from .shaping import build_kernels, build_memcpy, build_memset, copy_record_ids, enqueue_order
 from .summary import Summary, busy_ns, factorize, group_rows, region_rows
-from .timeline import build_timeline, label_regions, region_memory
-
-KERNEL_DTYPE = np.dtype([
-    ("name", object), ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"),
-    ("device", "<i4"), ("context", "<u4"), ("stream", "<u4"),
-    ("grid_x", "<i4"), ("grid_y", "<i4"), ("grid_z", "<i4"),
-    ("block_x", "<i4"), ("block_y", "<i4"), ("block_z", "<i4"),
-    ("registers_per_thread", "<i4"), ("static_smem", "<i4"), ("dynamic_smem", "<i4"),
-    ("local_mem_per_thread", "<i4"), ("correlation_id", "<u4"), ("graph_id", "<u4"),
-    ("region", object), ("region_record", "<i8"), ("attribution", object), ("occupancy", "<f4"),
-    ("active_blocks_per_sm", "<i4"), ("occupancy_limiter", object),
-    ("python_line", object), ("python_stack", "<i8"),
-])
-MEMCPY_DTYPE = np.dtype([
-    ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"), ("bytes", "<u8"),
-    ("kind", object), ("src_kind", object), ("dst_kind", object), ("device", "<i4"),
-    ("context", "<u4"), ("stream", "<u4"), ("correlation_id", "<u4"), ("region", object),
-    ("region_record", "<i8"), ("attribution", object), ("gbps", "<f8"),
-    ("python_line", object), ("python_stack", "<i8"),
-])
-MEMSET_DTYPE = np.dtype([
-    ("start_ns", "<i8"), ("end_ns", "<i8"), ("duration_ns", "<i8"), ("bytes", "<u8"),
-    ("value", "<u4"), ("memory_kind", object), ("device", "<i4"), ("context", "<u4"),
-    ("stream", "<u4"), ("correlation_id", "<u4"), ("region", object), ("region_record", "<i8"),
-    ("attribution", object), ("python_line", object), ("python_stack", "<i8"),
-])
-
-COPY_KINDS = ("unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH",
-              "PtoP")
+from .timeline import build_timeline, region_memory
 
 _running = None  # the profile collecting now: profiles do not nest
 
 
-def _lookup(table, codes):
-    t = np.asarray(list(table) + ["unknown"], dtype=object)
-    return t[np.minimum(np.asarray(codes, dtype=np.int64), len(table))]
+class _Activity:
+    """A profile's collector of CUPTI activity records (tracing/activity.py's Collector)."""
+
+    def __init__(self, mask: int):
+        self.collector = Collector(mask, "gpuprofile.profile()")
+
+    def start(self) -> None:
+        self.collector.start()
+
+    def stop(self) -> None:
+        self.collector.stop(wait=True)
+
+    def take(self, profile: Profile) -> None:
+        profile._window = self.collector.window
+
+    def abort(self) -> None:
+        if self.collector.running:
+            self.collector.stop(wait=False)
 
 
-def _config_keys(device, threads, regs, smem):
-    """One int64 per launch configuration when every field fits its bit range, else None."""
-    if device.size and (device.max() >= 64 or threads.max() >= 2048 or regs.max() >= 512
-                        or smem.max() >= 1 << 20 or smem.min() < 0):
-        return None
-    return ((device * 2048 + threads) * 512 + regs) * (1 << 20) + smem
+class _PythonLines:
+    """A profile's collector of the Python line (or stack) of each launch (tracing/pylines.py)."""
 
+    def __init__(self, mode: str):
+        self.mode = mode
 
-def kernel_occupancy(device, threads, regs, smem, limits_of):
-    """Theoretical occupancy, resident blocks per SM and limiter of each launch. `limits_of(d)`
-    gives device d's SMLimits or None (then NaN / 0 / ''). Computed once per distinct config."""
-    device, threads, regs, smem = (np.asarray(a, dtype=np.int64) for a in (device, threads, regs, smem))
-    keys = _config_keys(device, threads, regs, smem)
-    if keys is None:
-        _, first, inverse = np.unique(np.stack([device, threads, regs, smem], 1), axis=0,
-                                              return_index=True, return_inverse=True)
-    else:
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    occ = np.full(first.size, np.nan, np.float32)
-    blocks = np.zeros(first.size, np.int32)
-    limiter = np.full(first.size, "", dtype=object)
-    for k, i in enumerate(first):
-        limits = limits_of(int(device[i]))
-        if limits is None or threads[i] < 1:
-            continue
-        occ[k], blocks[k], limiter[k] = occupancy(limits, int(threads[i]), int(regs[i]), int(smem[i]))
-    return occ[inverse], blocks[inverse], limiter[inverse]
+    def start(self) -> None:
+        _C._pylines_start(self.mode == "stack", pylines.excluded_prefixes())
 
+    def stop(self) -> None:
+        _C._pylines_stop()
 
-def _set_region(out, region_record, region_names, rule=None) -> None:
-    out["region_record"] = region_record
-    out["region"] = label_regions(region_record, region_names)
-    out["attribution"] = RULES[rule if rule is not None else np.where(region_record >= 0, 1, 0)]
+    def take(self, profile: Profile) -> None:
+        raw = _C._pylines_take()
+        profile.python_lines = pylines.PyLines.from_raw(self.mode, raw)
+        if raw["lost"]:
+            profile.errors.append(f"{raw['lost']} Python-line notes lost (no memory)")
 
-
-def build_kernels(raw, names, region_record, region_names, limits_of, rule=None) -> np.ndarray:
-    """The kernels array from raw records (gpuprofile._activity.KERNEL_RAW); `rule` says which
-    attribution rule found each region_record (gpuprofile._attribution). Pure."""
-    out = np.zeros(len(raw), KERNEL_DTYPE)  # np.empty fills object fields slowly
-    table = np.asarray(list(names) + ["<unknown kernel>"], dtype=object)
-    ids = raw["name_id"].astype(np.int64)
-    out["name"] = table[np.where(ids < len(names), ids, len(names))]
-    out["start_ns"] = raw["start"].astype(np.int64)
-    out["end_ns"] = raw["end"].astype(np.int64)
-    out["duration_ns"] = out["end_ns"] - out["start_ns"]
-    for f in ("device", "context", "stream", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
-              "block_z", "registers_per_thread", "static_smem", "dynamic_smem",
-              "local_mem_per_thread", "correlation_id", "graph_id"):
-        out[f] = raw[f]
-    _set_region(out, region_record, region_names, rule)
-    threads = raw["block_x"].astype(np.int64) * raw["block_y"] * raw["block_z"]
-    smem = raw["static_smem"].astype(np.int64) + raw["dynamic_smem"]
-    occ, blocks, limiter = kernel_occupancy(raw["device"], threads, raw["registers_per_thread"],
-                                            smem, limits_of)
-    out["occupancy"], out["active_blocks_per_sm"], out["occupancy_limiter"] = occ, blocks, limiter
-    return out
-
-
-def build_memcpy(raw, region_record, region_names, rule=None) -> np.ndarray:
-    out = np.zeros(len(raw), MEMCPY_DTYPE)
-    out["start_ns"] = raw["start"].astype(np.int64)
-    out["end_ns"] = raw["end"].astype(np.int64)
-    out["duration_ns"] = out["end_ns"] - out["start_ns"]
-    out["bytes"] = raw["bytes"]
-    out["kind"] = _lookup(COPY_KINDS, raw["copy_kind"])
-    from .timeline import KIND_NAMES
-
-    out["src_kind"] = _lookup(KIND_NAMES, raw["src_kind"])
-    out["dst_kind"] = _lookup(KIND_NAMES, raw["dst_kind"])
-    for f in ("device", "context", "stream", "correlation_id"):
-        out[f] = raw[f]
-    _set_region(out, region_record, region_names, rule)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out["gbps"] = np.where(out["duration_ns"] > 0, out["bytes"] / out["duration_ns"], np.nan)
-    return out
-
-
-def build_memset(raw, region_record, region_names, rule=None) -> np.ndarray:
-    from .timeline import KIND_NAMES
-
-    out = np.zeros(len(raw), MEMSET_DTYPE)
-    out["start_ns"] = raw["start"].astype(np.int64)
-    out["end_ns"] = raw["end"].astype(np.int64)
-    out["duration_ns"] = out["end_ns"] - out["start_ns"]
-    for f in ("bytes", "value", "device", "context", "stream", "correlation_id"):
-        out[f] = raw[f]
-    out["memory_kind"] = _lookup(KIND_NAMES, raw["memory_kind"])
-    _set_region(out, region_record, region_names, rule)
-    return out
-
-
-def _copy_record_ids(raw, extcorr):
-    """Copies carry a driver and a runtime correlation id; either may have the external id."""
-    by_driver = attribute(raw["correlation_id"], extcorr)
-    by_runtime = attribute(raw["runtime_correlation_id"], extcorr)
-    return np.where(by_driver >= 0, by_driver, by_runtime)
-
-
-def _enqueue_order(raw):
-    """A copy's place in CUDA call order: its driver correlation id, else its runtime one."""
-    return np.where(raw["correlation_id"] > 0, raw["correlation_id"], raw["runtime_correlation_id"])
+    def abort(self) -> None:  # both are no-ops when the notes are off
+        _C._pylines_stop()
+        _C._pylines_take()
 
 
 class Profile:
@@ -176,35 +83,38 @@ class Profile:
     process, on every device and stream. See the module docstring; build it with
     gpuprofile.profile()."""
 
-    def __init__(self, kernels: bool = True, memcpy: bool = True, memset: bool = True,
-                 memory: bool = True, regions: bool = True, stream_attribution: bool = True,
-                 python_stacks=False):
-        flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                     stream_attribution=stream_attribution)
-        for key, value in flags.items():
-            if not isinstance(value, bool):
-                raise TypeError(f"profile({key}=...) must be True or False, got {value!r}")
+    def __init__(self, *args, **kwargs):
+        """profile()'s arguments, or one ProfileOptions (tracing/options.py checks them)."""
+        self.options = options = ProfileOptions.of(*args, **kwargs)
         bits = {"kernels": KERNELS, "memcpy": MEMCPY, "memset": MEMSET, "memory": MEMORY}
-        self.mask = sum(bit for key, bit in bits.items() if flags[key])
-        if not self.mask:
-            raise ValueError("profile(): nothing to record (kernels, memcpy, memset and memory "
-                             "are all False)")
-        if regions and self.mask & (KERNELS | MEMCPY | MEMSET):
+        self.mask = sum(bit for key, bit in bits.items() if getattr(options, key))
+        if options.regions and self.mask & (KERNELS | MEMCPY | MEMSET):
             self.mask |= REGIONS
-        self.stream_attribution = stream_attribution and bool(self.mask & REGIONS)
-        self.python_stacks = pylines.mode_of(python_stacks)
+        self.stream_attribution = options.stream_attribution and bool(self.mask & REGIONS)
+        self.python_stacks = options.python_stacks
         if self.python_stacks and self.mask & (KERNELS | MEMCPY | MEMSET):
             self.mask |= API  # the launches' API records: which runtime call each driver call is in
         self.python_lines: pylines.PyLines | None = None
-        self.kinds = [k for k, v in flags.items() if v]
+        self.kinds = options.kinds
         self.state = "new"
         self.errors: list = []
         self._window: Window | None = None
         self._records = None
         self._cache: dict = {}
         self._limits: dict = {}
+        self._running_collectors: list = []
+        self._recorded_collectives = (None, "the profile did not run")  # (entries, why not)
 
     # ---- collection ---------------------------------------------------------------------------
+
+    def _collectors(self) -> list:
+        """What this profile collects, in start order: CUPTI's activity (the kinds asked for,
+        the region and API records attribution needs, the memory timeline: one CUPTI
+        collector), then the Python lines of launches when asked for."""
+        collectors: list = [_Activity(self.mask)]
+        if self.python_stacks:
+            collectors.append(_PythonLines(self.python_stacks))
+        return collectors
 
     def start(self) -> Profile:
         global _running
@@ -215,55 +125,51 @@ class Profile:
             raise _C.GpuProfileError("gpuprofile.profile() cannot nest: another profile is "
                                      "recording; stop it first (gpuprofile.tracing.profile.running() "
                                      "returns it; memory.track() may nest)")
-        collector = Collector(self.mask, "gpuprofile.profile()")
+        collectors = self._collectors()
         try:
-            collector.start()
-            if self.python_stacks:
-                _C._pylines_start(self.python_stacks == "stack", pylines.excluded_prefixes())
+            for collector in collectors:
+                collector.start()
         except BaseException:  # Ctrl-C included, even one raised just after a start returned
-            self._undo_start(collector)
+            for collector in reversed(collectors):
+                with contextlib.suppress(Exception):  # the start's own error is the one to see
+                    collector.abort()
             raise
-        self._collector = collector  # plain stores: no signal is raised between them
+        self._running_collectors = collectors  # plain stores: no signal is raised between them
         _running = self
         self.state = "running"
         return self
 
-    def _undo_start(self, collector) -> None:
-        steps = [_C._pylines_stop, _C._pylines_take] if self.python_stacks else []  # no-ops if off
-        for step in steps + ([lambda: collector.stop(wait=False)] if collector.running else []):
-            with contextlib.suppress(Exception):  # the start's own error is the one to see
-                step()
-
     def stop(self) -> Profile:
         """Waits for the GPU, collects the records and stops tracing. Ctrl-C during the wait
-        leaves a partial result (p.partial) and re-raises."""
+        leaves a partial result (p.partial) and re-raises.
+
+        One error path: every collector is stopped (in reverse start order: the activity
+        flush, which brings the launches' API records, comes after the Python lines stopped)
+        and then taken, whatever failed before; the first failure is raised at the end."""
         global _running
         if self.state != "running":
             raise _C.GpuProfileError(f"profile.stop(): the profile is {self.state}, not running")
-        try:
+        collectors, self._running_collectors = self._running_collectors, []
+        steps = [c.stop for c in reversed(collectors)] + [(lambda c=c: c.take(self))
+                                                          for c in collectors]
+        first = None
+        for step in steps:
             try:
-                if self.python_stacks:
-                    _C._pylines_stop()
-            finally:  # the activity kinds are released whatever happened to the Python lines
-                try:
-                    self._collector.stop(wait=True)
-                finally:  # after the flush, which brings the launches' API records
-                    if self.python_stacks:
-                        raw = _C._pylines_take()
-                        self.python_lines = pylines.PyLines.from_raw(self.python_stacks, raw)
-                        if raw["lost"]:
-                            self.errors.append(f"{raw['lost']} Python-line notes lost (no memory)")
-        finally:
-            _running = None
-            self.state = "stopped"
-            self._window = self._collector.window
-            self._collector = None
-            self._snapshot_regions()
-            if self._window is not None:
-                self.errors += self._window.errors
-                if self._window.chunk.dropped:
-                    warnings.warn(f"gpuprofile.profile: CUPTI dropped {self._window.chunk.dropped} "
-                                  "activity records (buffers full)", RuntimeWarning, stacklevel=3)
+                step()
+            except BaseException as exc:  # Ctrl-C too: the remaining steps still run
+                if first is None:
+                    first = exc
+        _running = None
+        self.state = "stopped"
+        self._snapshot_regions()
+        self._recorded_collectives = collectives.read_flight_recorder()
+        if self._window is not None:
+            self.errors += self._window.errors
+            if self._window.chunk.dropped:
+                warnings.warn(f"gpuprofile.profile: CUPTI dropped {self._window.chunk.dropped} "
+                              "activity records (buffers full)", RuntimeWarning, stacklevel=3)
+        if first is not None:
+            raise first
         return self
 
     def __enter__(self) -> Profile:
@@ -404,8 +310,8 @@ class Profile:
         destination memory kinds, device/context/stream, region, gbps (bytes per ns = GB/s)."""
         def build():
             c = self._chunk
-            rec, rule = self._attribute(c.memcpy, _copy_record_ids(c.memcpy, c.extcorr),
-                                        _enqueue_order(c.memcpy))
+            rec, rule = self._attribute(c.memcpy, copy_record_ids(c.memcpy, c.extcorr),
+                                        enqueue_order(c.memcpy))
             out = build_memcpy(c.memcpy, rec, self._region_names(), rule)
             out["python_line"], _, out["python_stack"] = pylines.columns(
                 self.python_lines, c.memcpy["runtime_correlation_id"], c.memcpy["correlation_id"])
@@ -435,6 +341,35 @@ class Profile:
                                   self._region_names())
         return self._cached("memory", build)
 
+    def _matched_collectives(self) -> collectives.Matched:
+        def build():
+            entries, why = self._recorded_collectives
+            k = self.kernels
+            if entries is None:
+                if any(nccl.parse_kernel(str(n)) for n in np.unique(k["name"])):
+                    return collectives.Matched(np.zeros(0, dtype=collectives.COLUMNS),
+                                               [f"NCCL kernels have no sizes: {why}"])
+                return collectives.Matched(np.zeros(0, dtype=collectives.COLUMNS), [])
+            w = self._stopped()
+            pair = w.clock_pair
+            wall_t1 = w.t1 - (pair["cupti_ns"] - pair["wall_ns"]) if pair else 2**63 - 1
+            return collectives.match(k["name"], k["start_ns"], k["stream"], entries, wall_t1)
+        return self._cached("collectives", build)
+
+    @property
+    def collectives(self) -> np.ndarray:
+        """NCCL kernels with their sizes, read from torch's NCCL Flight Recorder when the profile
+        stopped (no hook or region needed): kernel (row in p.kernels), op ('AllReduce', ...),
+        bytes (nccl-tests' size; -1 if the dtype is unknown), dtype, group (process group) and
+        seq (its sequence number). Empty without torch.distributed; p.collective_notes says why
+        NCCL kernels got no size (docs/distributed.md)."""
+        return self._matched_collectives().table
+
+    @property
+    def collective_notes(self) -> list:
+        """Why some NCCL kernels have no size in p.collectives (empty when all have one)."""
+        return list(self._matched_collectives().notes)
+
     def _kernel_codes(self) -> dict:
         """Integer codes of the kernels' names and region names, with their labels, for grouping
         without touching the object columns (ids come straight from the C name table)."""
@@ -453,11 +388,11 @@ class Profile:
                     "region": region, "region_labels": labels}
         return self._cached("codes", build)
 
-    def summary(self) -> Summary:
+    def summary(self, sort_by: str = "total_ms", row_limit: int | None = None) -> Summary:
         """Kernels grouped by name and by region: calls, total/mean/min/max GPU time, share of the
         GPU busy time, mean theoretical occupancy and its usual limiter; GPU idle time between a
         region's kernels; memory peaks of memory=True regions. With concurrent kernels the
-        shares of busy time add up to more than 100%."""
+        shares of busy time add up to more than 100%. sort_by and row_limit: Summary.sorted()."""
         w = self._stopped()
         k = self.kernels
         busy = sum(busy_ns(k["start_ns"][k["device"] == d], k["end_ns"][k["device"] == d])
@@ -475,7 +410,7 @@ class Profile:
             memory_by_region=mem_rows, kernels=len(k), kernel_ms=int(k["duration_ns"].sum()) / 1e6,
             busy_ms=busy / 1e6, span_ms=(w.t1 - w.t0) / 1e6, dropped=self.dropped,
             partial=w.partial, notes=self._other_stream_notes(),
-        )
+        ).sorted(sort_by, row_limit)
 
     def region_spans(self) -> np.ndarray:
         """One row per region record with traced work: record (its index in
@@ -622,6 +557,7 @@ class Profile:
             offset_ns=w.offset_ns, t0_ns=w.t0, t1_ns=w.t1, details=details,
             metadata=self._trace_metadata(),
             kernel_codes={"name": codes["name"], "region": region}, samples=samples,
+            nccl_bytes=collectives.per_kernel_bytes(self._matched_collectives(), len(self.kernels)),
         )
 
     def _trace_metadata(self) -> dict:
@@ -693,22 +629,14 @@ def running() -> Profile | None:
     return _running
 
 
-def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True,
-            python_stacks=False) -> Profile:
-    """Trace the GPU: `with gpuprofile.profile() as p:` or p.start() / p.stop().
+def profile(*args, **kwargs) -> Profile:
+    return Profile(*args, **kwargs)
 
-    kernels, memcpy, memset: record each kernel / copy / set with its timing and launch details;
-    memory: record device allocations and frees (p.memory timeline, region peaks); regions:
-    attribute each kernel, copy and set to the innermost gpuprofile region open at launch (this
-    also records CUDA API activity, which adds host cost per call); stream_attribution: also
-    attribute work that other threads enqueue on a region's stream while it is open (autograd's
-    backward), by the order of CUDA calls on that stream (see docs/tracing.md); False keeps
-    only the launching thread's rule; python_stacks: True or "line" notes the user's Python line
-    that launched each kernel, copy and set (p.by_line(), python_line columns), "stack" the whole
-    Python stack too (p.export_collapsed_stacks()). Needs a device and CUPTI;
-    raises CuptiError if another profiler holds CUPTI, GpuProfileError if a profile is already
-    recording."""
-    return Profile(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                   stream_attribution=stream_attribution, python_stacks=python_stacks)
 
+profile.__signature__ = SIGNATURE  # type: ignore[attr-defined]  # one definition: options.py
+profile.__doc__ = f"""Trace the GPU: `with gpuprofile.profile() as p:` or p.start() / p.stop().
+
+    {OPTIONS_HELP}.
+
+    Needs a device and CUPTI; raises CuptiError if another profiler holds CUPTI, GpuProfileError
+    if a profile is already recording."""

@@ -32,16 +32,6 @@ API_RAW = np.dtype(_C._pylines_api_layout())
 NONE = 0xFFFFFFFF
 
 
-def mode_of(python_stacks) -> str | None:
-    """None, "line" or "stack" from profile(python_stacks=...); ValueError naming the choices."""
-    if python_stacks is None or python_stacks is False:
-        return None
-    if python_stacks is True or python_stacks in ("line", "stack"):
-        return "stack" if python_stacks == "stack" else "line"
-    raise ValueError(f"python_stacks must be False, True, 'line' or 'stack', got "
-                     f"{python_stacks!r}")
-
-
 def excluded_prefixes() -> tuple:
     """File prefixes that are not user code: the standard library, site-packages, gpuprofile."""
     paths = sysconfig.get_paths()

@@ -72,9 +72,17 @@ def _windows(spans: dict, host: list) -> np.ndarray:
     return w
 
 
+def _recorded_bytes(value):
+    """A kernel's nccl_bytes argument (torch's Flight Recorder, written by the rank's profile):
+    the size when it is a plain int within int64, else None (the collective() region decides)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**62:
+        return value
+    return None
+
+
 def scan_json(path: str, step: str) -> Scan:
     meta, events = read_json(path)
-    rows, start, end, names, regions = [], [], [], [], []
+    rows, start, end, names, regions, recorded = [], [], [], [], [], []
     spans: dict = {}
     host = []
     gpus = set()
@@ -89,7 +97,9 @@ def scan_json(path: str, step: str) -> Scan:
             start.append(s)
             end.append(s + _ns(e.get("dur", 0)))
             names.append(str(e.get("name", "")))
-            regions.append(str((e.get("args") or {}).get("region", "")))
+            args = e.get("args") or {}
+            regions.append(str(args.get("region", "")))
+            recorded.append(_recorded_bytes(args.get("nccl_bytes")))
         elif cat == "region (GPU)" and e.get("name") == step and ph in ("b", "e"):
             lo, hi = spans.get(e.get("id"), (None, None))
             t = _ns(e["ts"])
@@ -104,7 +114,8 @@ def scan_json(path: str, step: str) -> Scan:
     del events
     parsed = parse_names(names)
     op = parsed["collective"]
-    sizes = [region_bytes(reg, o) if o else None for reg, o in zip(regions, op.tolist(), strict=True)]
+    sizes = [rec if rec is not None else region_bytes(reg, o) if o else None
+             for reg, o, rec in zip(regions, op.tolist(), recorded, strict=True)]
     nbytes = np.array([-1 if b is None else b for b in sizes], dtype=np.int64)
     return Scan(meta, np.array(start, np.int64), np.array(end, np.int64), op,
                 parsed["nccl_algorithm"], parsed["nccl_protocol"], nbytes,

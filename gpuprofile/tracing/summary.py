@@ -4,7 +4,7 @@ GPU idle time between a region's kernels. No device, no globals; tested with exa
 from __future__ import annotations
 
 import html
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -157,6 +157,39 @@ def region_rows(region_codes, region_labels, region_records, durations_ns, start
     return out
 
 
+# Summary.sorted(sort_by=...): GroupRow fields, and torch.profiler's names for the same columns.
+SORT_KEYS = ("total_ms", "calls", "mean_us", "min_us", "max_us", "pct_busy", "occupancy_pct",
+             "idle_ms", "instances", "key")
+_SORT_ALIASES = {"cuda_time_total": "total_ms", "device_time_total": "total_ms",
+                 "self_cuda_time_total": "total_ms", "self_device_time_total": "total_ms",
+                 "count": "calls", "cuda_time": "mean_us", "device_time": "mean_us", "name": "key"}
+
+
+def sort_rows(rows: list, sort_by: str) -> list:
+    """GroupRows by `sort_by`: largest first for numbers (NaN last), by name for 'key'; ties by
+    name. ValueError naming the choices for an unknown key."""
+    key = _SORT_ALIASES.get(sort_by, sort_by) if isinstance(sort_by, str) else None
+    if key not in SORT_KEYS:
+        raise ValueError(f"summary(sort_by=...) must be one of {SORT_KEYS} (or torch.profiler's "
+                         f"{tuple(_SORT_ALIASES)}), got {sort_by!r}")
+    if key == "key":
+        return sorted(rows, key=lambda r: r.key)
+    def order(r):
+        v = float(getattr(r, key))
+        return (v != v, -v if v == v else 0.0, r.key)  # NaN (v != v) after every number
+    return sorted(rows, key=order)
+
+
+def _row_limit(row_limit) -> int | None:
+    if row_limit is None or (isinstance(row_limit, int) and not isinstance(row_limit, bool)
+                             and row_limit < 0):
+        return None  # every row (torch.profiler's row_limit=-1)
+    if isinstance(row_limit, bool) or not isinstance(row_limit, int) or row_limit == 0:
+        raise ValueError(f"summary(row_limit=...) must be an int >= 1, or None or -1 for every "
+                         f"row, got {row_limit!r}")
+    return row_limit
+
+
 _KERNEL_HEADERS = ["kernel", "calls", "total ms", "mean us", "min us", "max us", "% busy",
                    "occupancy %", "limiter"]
 _REGION_HEADERS = ["region", "instances", "kernels", "total ms", "mean us", "min us", "max us",
@@ -208,6 +241,24 @@ class Summary:
         }
 
     _TABLES = ("kernel", "region", "memory")
+
+    def sorted(self, sort_by: str = "total_ms", row_limit: int | None = None) -> Summary:
+        """This summary with its kernel and region tables ordered by `sort_by` (a column:
+        total_ms, calls, mean_us, min_us, max_us, pct_busy, occupancy_pct, idle_ms, instances,
+        or key for the name; torch.profiler's cuda_time_total and count work too) and cut to
+        the first `row_limit` rows each (None or -1: every row). A cut says so in the notes;
+        the totals (kernels, busy time) stay those of every kernel."""
+        limit = _row_limit(row_limit)
+        tables = {}
+        notes = list(self.notes)
+        for what, rows in (("kernels", self.by_kernel), ("regions", self.by_region)):
+            rows = sort_rows(rows, sort_by)
+            if limit is not None and len(rows) > limit:
+                notes.append(f"{what}: the first {limit} of {len(rows)} rows by {sort_by} "
+                             f"(row_limit={limit})")
+                rows = rows[:limit]
+            tables[what] = rows
+        return replace(self, by_kernel=tables["kernels"], by_region=tables["regions"], notes=notes)
 
     def table_rows(self, by: str = "kernel") -> list:
         """The rows of one table: by='kernel' (by_kernel), 'region' (by_region) or 'memory'

@@ -8,8 +8,10 @@
  *   attention_flash.cu     fused online softmax on CUDA cores, fp32 arithmetic
  *   attention_flash_tc.cu  fused, fp16/bf16 on tensor cores (mma.sync), fp32 accumulation
  *   attention_flash_wgmma.cu  fused, sm_90a only: TMA, wgmma, warp specialization
- * The *_supports functions say which shapes a launcher takes, so callers validate before any GPU
- * work; a launcher given an unsupported shape returns cudaErrorInvalidValue (flash_wgmma:
+ * One configuration per family and head_dim, the fastest measured (docs/benchmarks.md); the table
+ * of implementations that Python sees is csrc/workloads/attention_impls.c. The *_supports
+ * functions say which shapes a launcher takes, so callers validate before any GPU work; a
+ * launcher given an unsupported shape returns cudaErrorInvalidValue (flash_wgmma:
  * cudaErrorNotSupported). */
 #ifndef GP_KERNELS_ATTENTION_H
 #define GP_KERNELS_ATTENTION_H
@@ -39,19 +41,7 @@ typedef struct {
     float scale; /* > 0: scores are scale * q·k */
     int causal;  /* key j is visible to query i when j <= i */
     gp_attn_dtype dtype;
-    /* 0 the default; alternatives kept for tuning on the device (kernels/attention/NOTES.md):
-     * flash_tc 1..GP_ATTN_MAX_VARIANT (tile shapes, pipeline depth, lazy rescale), flash 1
-     * (prefetching loads; other values run the default), flash_wgmma (the default: 192-row
-     * blocks in sequence at head_dim 64, 128-row blocks overlapped at 128) 1 (128-row, the two
-     * products in sequence), 2 and 3 (head_dim 64 only: 192-row blocks of three consumer
-     * warpgroups, overlapped and in sequence; refused at head_dim 128), 4 (128-row overlapped,
-     * the head_dim 64 default before variant 3 measured faster), 5 (ping-pong: the consumer
-     * warpgroups take turns issuing their products; 192-row blocks at head_dim 64, 128-row at
-     * 128), other values run the default; naive ignores it. */
-    int variant;
 } gp_attn_params;
-
-#define GP_ATTN_MAX_VARIANT 5
 
 /* Nonzero when every row of every tensor starts on a 16-byte boundary (cp.async, vector I/O). */
 static inline int
@@ -92,12 +82,6 @@ cudaError_t gp_attn_flash_tc(const gp_attn_params *p, cudaStream_t stream);
  * does not take. _runnable says whether those hold for the current device (asked once per
  * device). */
 int gp_attn_flash_wgmma_supports(const gp_attn_params *p);
-/* Nonzero for variant 2 or 3 (192-row blocks, head_dim 64 only) at another head_dim: refused. */
-static inline int
-gp_attn_flash_wgmma_variant_wrong_head_dim(const gp_attn_params *p)
-{
-    return (p->variant == 2 || p->variant == 3) && p->head_dim != 64;
-}
 int gp_attn_flash_wgmma_runnable(void);
 cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream);
 

@@ -16,7 +16,7 @@
 //       rows, 4 banks apart, instead of rows 8 apart, which pad to the same banks; and float4
 //       reads of 16 different K rows hit distinct banks. Causal: query tiles run heaviest first
 //       and key tiles past the diagonal are skipped.
-//   v3  (the default where rows are 16-byte aligned; variant=1 selects v2) the next K and V tiles
+//   v3  (where rows are 16-byte aligned; v2 runs elsewhere) the next K and V tiles
 //       are loaded into registers in 16-byte pieces while the current tile is computed, and
 //       converted into shared memory after the last barrier of the tile: v2 waits for every tile's
 //       loads (two blocks per SM at head_dim 128 cannot hide that) and issues 2-byte loads for
@@ -274,10 +274,10 @@ launch(const gp_attn_params &p, cudaStream_t stream)
 {
     const size_t smem = (size_t)(kRows + 2 * kKeys) * (D + 4) * sizeof(float);
     // The prefetching v3 where every row is 16-byte aligned (measured faster on an H200 at both
-    // head dims: 35.4 / 36.7 against 31.6 / 27.2 TFLOP/s); variant 1 keeps v2 for comparison.
-    // fp32 inputs at head_dim 128 would need 128 more registers for v3 and keep v2.
+    // head dims: 35.4 / 36.7 against 31.6 / 27.2 TFLOP/s); v2 elsewhere. fp32 inputs at
+    // head_dim 128 would need 128 more registers for v3 and keep v2.
     if constexpr (sizeof(T) == 2 || D == 64)
-        if (p.variant == 0 && gp_attn_rows_aligned16(&p))
+        if (gp_attn_rows_aligned16(&p))
             return launch_with_smem(flash_kernel<T, D, true>, grid_for(p, kRows), dim3(kThreads),
                                     smem, stream, p);
     return launch_with_smem(flash_kernel<T, D, false>, grid_for(p, kRows), dim3(kThreads), smem,

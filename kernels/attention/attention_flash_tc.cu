@@ -16,17 +16,12 @@
 //       head_dim 64: MT=2 (BM=128), BN=64, 3 stages; head_dim 128: MT=1, BN=64, 2 stages.
 //       230 / 248 registers, 2 blocks (8 warps) per SM.
 //   v2  Fewer registers: the tile loader keeps one advancing source pointer per thread instead
-//       of one per chunk (head_dim 128: 230 -> 202). At head_dim 128 the Q tile lives in the last
-//       K buffer, which first fills after every warp holds its Q fragments, so a block needs
-//       64 KB of shared memory; capped at 168 registers (no spills), 3 blocks (12 warps) fit an
-//       SM. head_dim 64 stays at 2 blocks: 168 registers would spill its 32-row warps.
-//   v3  head_dim 128 default: 32 rows per warp, 64-key tiles, Q re-read from shared memory, and
-//       the lazy rescale (the running max moves only when a row's max grew by more than 2^8, so
-//       most tiles skip rescaling O). Measured faster than v2 on an H200; v2 stays variant 3.
-//   Variant 1 (variant=1, for tuning on the device; kernels/attention/NOTES.md): Q re-read
-//       from shared memory every tile instead of held in registers. At head_dim 128 this
-//       allows 32 rows per warp (MT=2) with 32-key tiles, FlashAttention-2's shape: twice the
-//       FLOPs per byte read from shared memory, at 248 registers and 2 blocks per SM.
+//       of one per chunk (head_dim 128: 230 -> 202). At head_dim 128, 16-row warps with the Q
+//       tile aliased into the last K buffer, 3 blocks per SM (measured slower than v3; removed).
+//   v3  head_dim 128 (runs on main): 32 rows per warp, 64-key tiles, Q re-read from shared
+//       memory every tile (twice the FLOPs per byte read from shared memory), and the lazy
+//       rescale (the running max moves only when a row's max grew by more than 2^8, so most
+//       tiles skip rescaling O). head_dim 64 runs v1's shape with v2's loader.
 #include "attention_tc.cuh"
 
 namespace gp_attn {
@@ -36,20 +31,16 @@ using namespace tc;
 
 // Tile configurations: 16·MT query rows per warp, BN-key tiles, STAGES buffers, Q in registers
 // (or re-read from shared memory every tile), MIN_BLOCKS blocks per SM to fit registers for.
-// Q_ALIAS: the Q tile lives in the last K buffer, which is first filled after every warp has
-// loaded its Q fragments (and later stages O); it saves BM·D elements of shared memory.
 // LAZY: the running max only moves when some row's max grew by more than kLazyLog2 (see
 // online_softmax), so most tiles skip the rescale of O.
-template <int MT_, int BN_, int STAGES_, bool Q_REGS_, bool Q_ALIAS_, int MIN_BLOCKS_,
-          bool LAZY_ = false>
+template <int MT_, int BN_, int STAGES_, bool Q_REGS_, int MIN_BLOCKS_, bool LAZY_>
 struct TcConfig {
     static constexpr int MT = MT_, BN = BN_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
     static constexpr int BM = kWarps * 16 * MT;
-    static constexpr bool Q_REGS = Q_REGS_, Q_ALIAS = Q_ALIAS_, LAZY = LAZY_;
-    static_assert(!Q_ALIAS || (Q_REGS && BM <= BN), "an aliased Q must fit one K buffer");
+    static constexpr bool Q_REGS = Q_REGS_, LAZY = LAZY_;
     template <typename T, int D> static constexpr size_t smem_bytes()
     {
-        return (size_t)((Q_ALIAS ? 0 : BM) + 2 * STAGES * BN) * D * sizeof(T);
+        return (size_t)(BM + 2 * STAGES * BN) * D * sizeof(T);
     }
 };
 
@@ -169,7 +160,7 @@ __launch_bounds__(kThreads, GP_TC_MIN_BLOCKS(C::MIN_BLOCKS)) flash_tc_kernel(con
     extern __shared__ uint4 smem_raw[];
     T *sk = reinterpret_cast<T *>(smem_raw);
     T *sv = sk + STAGES * BN * D;
-    T *sq = C::Q_ALIAS ? sk + (STAGES - 1) * BN * D : sv + STAGES * BN * D;
+    T *sq = sv + STAGES * BN * D;
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int b = blockIdx.z, h = blockIdx.y, n = p.seq;
@@ -241,8 +232,6 @@ __launch_bounds__(kThreads, GP_TC_MIN_BLOCKS(C::MIN_BLOCKS)) flash_tc_kernel(con
             sv + (j % STAGES) * BN * D, lane);
     }
     cp_async_wait<0>();
-    if (C::Q_ALIAS)
-        __syncthreads(); // the stage is a K buffer that other warps may still be reading
 
     float inv[MT][2];
 #pragma unroll
@@ -266,63 +255,19 @@ launch(const gp_attn_params &p, cudaStream_t stream)
                             C::template smem_bytes<T, D>(), stream, p);
 }
 
-// The variants (p.variant), as (head_dim 64, head_dim 128) configurations. 0 is the default;
-// the others are kept for tuning on the device, and kernels/attention/NOTES.md predicts each.
-// Defaults chosen on an H200 (2026-11-22, docs/benchmarks.md): at head_dim 128 FlashAttention-2's
-// shape with the lazy rescale (363 TFLOP/s, non-causal, seq 4096) beat v2's 16-row warps (301).
-//   0  MT2 BN64 3 stages, Q in regs           | MT2 BN64 2 stages, Q from smem, lazy
-//   1  MT2 BN64 3 stages, Q from smem         | MT2 BN32 2 stages, Q from smem
-//   2  variant 0, lazy rescale                | v2 (MT1 BN64, Q aliased, 3 blocks), lazy rescale
-//   3  MT2 BN64 2 stages, Q in regs, lazy     | v2: MT1 BN64 2 stages, Q in regs aliased, 3 blocks
-//   4  MT2 BN64 3 stages, Q from smem, lazy   | MT2 BN32 2 stages, Q from smem, lazy
-//   5  MT2 BN32 3 stages, Q in regs, lazy, 3 blocks | MT2 BN32 3 stages, Q from smem, lazy
-template <typename T>
-cudaError_t
-launch_d64(const gp_attn_params &p, cudaStream_t stream)
-{
-    switch (p.variant) {
-    case 1:
-        return launch<T, 64, TcConfig<2, 64, 3, false, false, 2>>(p, stream);
-    case 2:
-        return launch<T, 64, TcConfig<2, 64, 3, true, false, 2, true>>(p, stream);
-    case 3:
-        return launch<T, 64, TcConfig<2, 64, 2, true, false, 2, true>>(p, stream);
-    case 4:
-        return launch<T, 64, TcConfig<2, 64, 3, false, false, 2, true>>(p, stream);
-    case 5:
-        return launch<T, 64, TcConfig<2, 32, 3, true, false, 3, true>>(p, stream);
-    default:
-        return launch<T, 64, TcConfig<2, 64, 3, true, false, 2>>(p, stream);
-    }
-}
-
-template <typename T>
-cudaError_t
-launch_d128(const gp_attn_params &p, cudaStream_t stream)
-{
-    switch (p.variant) {
-    case 1:
-        return launch<T, 128, TcConfig<2, 32, 2, false, false, 2>>(p, stream);
-    case 2:
-        return launch<T, 128, TcConfig<1, 64, 2, true, true, 3, true>>(p, stream);
-    case 3:
-        return launch<T, 128, TcConfig<1, 64, 2, true, true, 3>>(p, stream);
-    case 4:
-        return launch<T, 128, TcConfig<2, 32, 2, false, false, 2, true>>(p, stream);
-    case 5:
-        return launch<T, 128, TcConfig<2, 32, 3, false, false, 2, true>>(p, stream);
-    default:
-        return launch<T, 128, TcConfig<2, 64, 2, false, false, 2, true>>(p, stream);
-    }
-}
-
+// The configuration per head_dim, chosen on an H200 (2026-11-22, docs/benchmarks.md) among the
+// tile shapes, pipeline depths and Q placements of the versions above (the alternatives left main
+// with issue 24; git history keeps them): at head_dim 64 v1's shape (324.6 TFLOP/s, non-causal,
+// seq 4096); at head_dim 128 v3, FlashAttention-2's shape with the lazy rescale (363.2, against
+// 300.5 for v2's 16-row warps).
 template <typename T>
 cudaError_t
 launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
-    return p.head_dim == 64 ? launch_d64<T>(p, stream) : launch_d128<T>(p, stream);
+    if (p.head_dim == 64)
+        return launch<T, 64, TcConfig<2, 64, 3, true, 2, false>>(p, stream);
+    return launch<T, 128, TcConfig<2, 64, 2, false, 2, true>>(p, stream);
 }
-
 } // namespace
 } // namespace gp_attn
 

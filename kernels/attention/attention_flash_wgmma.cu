@@ -1,9 +1,8 @@
 // Flash attention for Hopper (sm_90a): TMA loads, warpgroup MMA (wgmma), warp specialization.
-// fp16/bf16 inputs, head_dim 64 or 128, fp32 accumulation (kernels/attention/NOTES.md,
-// "flash_wgmma"; v1 and v2 validated and measured on an H100).
+// fp16/bf16 inputs, head_dim 64 or 128, fp32 accumulation (kernels/attention/NOTES.md).
 //
-// Versions:
-//   v1  A block of three warpgroups owns BM = 128 query rows of one (batch, head):
+// Versions (each runs on main at the head_dim it won; docs/benchmarks.md, "flash_wgmma"):
+//   v1  head_dim 128. A block of three warpgroups owns BM = 128 query rows of one (batch, head):
 //       - warpgroup 0, the producer, gives most of its registers back (setmaxnreg) and one thread
 //         issues every load: the Q tile once, then K and V tiles of BN = 128 keys with TMA
 //         (cp.async.bulk.tensor, 128-byte swizzle, tensor maps built on the host) into a ring of
@@ -14,31 +13,30 @@
 //         accumulators in registers (row max over the quad of threads that share a row, exp2
 //         with the scale folded into one FFMA), P converted in registers to the A operand of
 //         O += P·V, a wgmma m64nDk16 whose B (V, N-major) comes from shared memory.
-//       Overlapped (variant 4, and the default at head_dim 128): S for tile j is issued before
-//       P·V of tile j-1, and the softmax of tile j runs while P·V still runs; O is rescaled only
-//       after it finished. Variant 1 runs S, softmax, P·V in sequence.
+//       Overlapped: S for tile j is issued before P·V of tile j-1, and the softmax of tile j runs
+//       while P·V still runs; O is rescaled only after it finished (faster than running S,
+//       softmax and P·V in sequence: 638 against 566 TFLOP/s at N = 4096 on an H100).
 //       Ragged sequences: TMA zero-fills rows past the end (also of the Q tile); their scores are
 //       set to -inf, and their output rows are not stored. Causal: heaviest query tiles first,
 //       no key tile past the block's last row is loaded; tiles crossing the diagonal are masked.
 //       With BM = BN and tiles aligned to them, every row sees at least one key of every tile it
 //       computes, so no row's running max is ever -inf after its first tile.
 //       O leaves from registers: each thread stores pairs of adjacent outputs (4 bytes).
-//   v2  head_dim 64 only (variants 2 and 3; refused at 128): BM = 192 query rows, three consumer
-//       warpgroups + the producer = 512 threads. At D = 64 the exponentials of a tile (MUFU,
-//       16/clk/SM) take as long as its wgmma; with three consumers two of them can keep the
-//       tensor pipe busy while the third runs its softmax. Registers: launched at 128 (the
-//       __launch_bounds__ cap at 512 threads), the producer keeps 24, consumers take 160
-//       (24·128 + 3·160·128 = 64 512 <= 65 536). Variant 2 overlaps like variant 4, variant 3 runs
-//       in sequence like variant 1. Both skip O's rescale in a warp where no row raised its max
-//       (alpha is exactly 1 there, so the result is bit for bit the same).
+//   v2  head_dim 64: BM = 192 query rows, three consumer warpgroups + the producer = 512 threads.
+//       At D = 64 the exponentials of a tile (MUFU, 16/clk/SM) take as long as its wgmma; with
+//       three consumers two of them can keep the tensor pipe busy while the third runs its
+//       softmax. Registers: launched at 128 (the __launch_bounds__ cap at 512 threads), the
+//       producer keeps 24, consumers take 160 (24·128 + 3·160·128 = 64 512 <= 65 536), too few
+//       for O at head_dim 128. S, softmax and P·V run in sequence within a consumer (faster here
+//       than overlapped, and than v1's block: 445 against 409 and 392 TFLOP/s at N = 4096). O's
+//       rescale is skipped in a warp where no row raised its max (alpha is exactly 1 there, so
+//       the result is bit for bit the same).
 //       Causal with BM != BN: a consumer computes only the key tiles up to its own last row
 //       (see consume). Every tile it computes starts at or before its first row (64-row
 //       warpgroups, 128-key tiles), so as in v1 every row's running max is finite after tile 0
 //       for finite inputs; the -inf guard of softmax stays for Inf in Q or K (NOTES.md).
-//   v3  Variant 5, ping-pong (not yet run on a GPU): each consumer waits for its own wgmma as in
-//       the sequential schedule, but the consumers take turns (named barriers, see consume) to
-//       issue P·V of tile j-1 together with S of tile j, so one's softmax runs while another's
-//       wgmma run. 192-row block at head_dim 64, 128-row at 128; arithmetic as variants 1 and 3.
+//   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
+//   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
 
 // The block constants below are used in device code only; nvcc's host pass calls them unused.
@@ -53,19 +51,17 @@ namespace {
 constexpr int kBN = 128; // keys per tile
 
 // A consumer's order of work per key tile j (the versions above): S_j, softmax, P·V_j in
-// sequence; S_j issued before P·V_(j-1) (overlapped); or in sequence within the warpgroup, with
-// the consumers taking turns to issue P·V_(j-1) and S_j together (ping-pong, v3).
-enum class Schedule { sequential, overlapped, pingpong };
-constexpr uint32_t kTurnBarrier = 1; // named barriers 1 .. CONSUMERS: consumer c's turn at 1 + c
+// sequence, or S_j issued before P·V_(j-1) (overlapped).
+enum class Schedule { sequential, overlapped };
 
 // The block's shape: CONSUMERS warpgroups of 64 query rows each, plus the producer warpgroup.
 // setmaxnreg moves registers from the producer to the consumers; the pool is the launch's
 // register count (ptxas -v: 168 at 384 threads, 128 at 512, both the __launch_bounds__ cap)
 // times the threads, and the hand-over must fit it:
-//   2 consumers (v0, v1): 24·128 + 2·240·128 = 64 512 <= 168·384 = 64 512
-//   3 consumers (v2, v3): 24·128 + 3·160·128 = 64 512 <= 128·512 = 65 536
+//   2 consumers (v1): 24·128 + 2·240·128 = 64 512 <= 168·384 = 64 512
+//   3 consumers (v2): 24·128 + 3·160·128 = 64 512 <= 128·512 = 65 536
 // The 3-consumer block also skips O's rescale where no row of a warp raised its max (exact:
-// the skipped factor is 1); the 2-consumer variants keep their measured code unchanged.
+// the skipped factor is 1); the 2-consumer block keeps its measured code unchanged.
 template <int CONSUMERS> struct Block {
     static constexpr int consumers = CONSUMERS;
     static constexpr int threads = 128 * (CONSUMERS + 1);
@@ -360,7 +356,7 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
         c.issue_pv(v0 + sl * L::KV_BYTES);
         wgmma_wait<0>();
         pin(c.o);
-    } else if constexpr (S == Schedule::sequential) {
+    } else {
         for (int j = 0; j < n_tiles; j++) {
             const int s = j % L::STAGES;
             mbar_wait(&bar.k_full[s], parity(j));
@@ -376,60 +372,6 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
             wgmma_wait<0>();
             pin(c.o);
             mbar_arrive(&bar.v_empty[s]);
-        }
-    } else {
-        // Turn j: P·V of tile j-1 and S of tile j (turn 0: S only; turn n_tiles: P·V only).
-        // Every consumer takes block_tiles + 1 turns, also one with a tile fewer (its last turn
-        // is empty), so the ring never waits for a turn that is not taken. Data is waited for
-        // before the turn; the turn holder waits for nothing but its own issue. The wgmma are
-        // issued outside conditionals (ptxas serializes them in a divergent path).
-        const int turns = block_tiles + 1;
-        auto turn = [&](int j) {
-            if (j > 0 || cw > 0) // consumer 0 holds the first turn
-                bar_sync(kTurnBarrier + cw, 256);
-        };
-        auto pass = [&](int j) {
-            if (j < turns - 1 || cw < B::consumers - 1) // no turn after the last one
-                bar_arrive(kTurnBarrier + (cw + 1) % B::consumers, 256);
-        };
-        auto scores = [&](int j, int s) { // after S of tile j (in stage s) finished
-            mbar_arrive(&bar.k_empty[s]);
-            scores_ready(j);
-            c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
-            c.to_a();
-        };
-        mbar_wait(&bar.k_full[0], 0);
-        turn(0);
-        c.issue_qk(q, k0);
-        pass(0);
-        wgmma_wait<0>();
-        pin(c.s);
-        scores(0, 0);
-        for (int j = 1; j < n_tiles; j++) {
-            const int s = j % L::STAGES, sp = (j - 1) % L::STAGES;
-            mbar_wait(&bar.v_full[sp], parity(j - 1));
-            mbar_wait(&bar.k_full[s], parity(j));
-            turn(j);
-            c.issue_pv(v0 + sp * L::KV_BYTES);
-            c.issue_qk(q, k0 + s * L::KV_BYTES);
-            pass(j);
-            wgmma_wait<0>();
-            pin(c.s);
-            pin(c.o);
-            pin(c.pa);
-            mbar_arrive(&bar.v_empty[sp]);
-            scores(j, s);
-        }
-        const int sl = (n_tiles - 1) % L::STAGES;
-        mbar_wait(&bar.v_full[sl], parity(n_tiles - 1));
-        turn(n_tiles);
-        c.issue_pv(v0 + sl * L::KV_BYTES);
-        pass(n_tiles);
-        wgmma_wait<0>();
-        pin(c.o);
-        for (int j = n_tiles + 1; j < turns; j++) { // empty turns: only passed on
-            turn(j);
-            pass(j);
         }
     }
     c.store(p, r0, lane);
@@ -498,7 +440,7 @@ runnable_on_current_device()
     int state = known[device].load(std::memory_order_relaxed);
     if (state == 0) {
         state =
-            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 64, 2, Schedule::overlapped>) && encoder() != nullptr
+            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 128, 2, Schedule::overlapped>) && encoder() != nullptr
                 ? 1
                 : -1;
         known[device].store(state, std::memory_order_relaxed);
@@ -528,33 +470,12 @@ template <typename T>
 cudaError_t
 launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
-    // Variants 2 and 3 (192-row blocks) are head_dim 64 only: gp_attn_flash_wgmma_supports
-    // refuses them at 128 (O's 64 registers do not fit the 160 a consumer gets). Variant 5 takes
-    // the 192-row block at 64 and the 128-row one at 128.
-    // Variant 0: the fastest on an H100 (NOTES.md): as 3 at head_dim 64, as 4 at 128.
-    constexpr Schedule seq = Schedule::sequential, ovl = Schedule::overlapped,
-                       pp = Schedule::pingpong;
+    // The fastest block on an H100 at each head_dim (docs/benchmarks.md, "flash_wgmma"): 192 rows
+    // in sequence at 64, 128 rows overlapped at 128 (a 192-row block does not fit O's registers
+    // at 128: a consumer gets 160).
     if (p.head_dim == 64)
-        switch (p.variant) {
-        case 1:
-            return launch<T, 64, 2, seq>(p, stream);
-        case 2:
-            return launch<T, 64, 3, ovl>(p, stream);
-        case 4:
-            return launch<T, 64, 2, ovl>(p, stream);
-        case 5:
-            return launch<T, 64, 3, pp>(p, stream);
-        default:
-            return launch<T, 64, 3, seq>(p, stream);
-        }
-    switch (p.variant) {
-    case 1:
-        return launch<T, 128, 2, seq>(p, stream);
-    case 5:
-        return launch<T, 128, 2, pp>(p, stream);
-    default:
-        return launch<T, 128, 2, ovl>(p, stream);
-    }
+        return launch<T, 64, 3, Schedule::sequential>(p, stream);
+    return launch<T, 128, 2, Schedule::overlapped>(p, stream);
 }
 
 } // namespace
@@ -564,8 +485,7 @@ extern "C" int
 gp_attn_flash_wgmma_supports(const gp_attn_params *p)
 {
     if (!gp_attn::common_shape_ok(*p) || (p->dtype != GP_ATTN_F16 && p->dtype != GP_ATTN_BF16) ||
-        (p->head_dim != 64 && p->head_dim != 128) || !gp_attn_rows_aligned16(p) ||
-        gp_attn_flash_wgmma_variant_wrong_head_dim(p))
+        (p->head_dim != 64 && p->head_dim != 128) || !gp_attn_rows_aligned16(p))
         return 0;
     // TMA strides: unsigned byte counts below 2^40.
     const int64_t *strides[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};

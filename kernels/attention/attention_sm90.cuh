@@ -90,21 +90,6 @@ ex2(float x)
     return y;
 }
 
-// ---- named barriers (ids 1-15; 0 is __syncthreads): `threads` counts both the threads that wait
-// (bar.sync) and those that only arrive (bar.arrive); a multiple of 32, every thread of a warp alike.
-
-__device__ __forceinline__ void
-bar_sync(uint32_t id, uint32_t threads)
-{
-    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
-__device__ __forceinline__ void
-bar_arrive(uint32_t id, uint32_t threads)
-{
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-
 // ---- TMA ---------------------------------------------------------------------------------------
 
 __device__ __forceinline__ void

@@ -12,7 +12,9 @@ import pytest
 import gpuprofile as gp
 from gpuprofile._stats import rel_noise
 from gpuprofile.bench import benchmark as bench
-from gpuprofile.bench.result import BenchmarkResult
+from gpuprofile.bench import loop, sources
+from gpuprofile.bench.options import make_options
+from gpuprofile.bench.result import Batch, BenchmarkResult
 
 
 class FakeSource:
@@ -35,16 +37,12 @@ class FakeSource:
         self.batches.append(n)
         wall = n * self.per_iter_s
         if number in self.taint:
-            return bench.Batch(np.empty(0), wall, wall / 2, tainted=True)
-        return bench.Batch(self.values[index], wall, wall / 2)
+            return Batch(np.empty(0), wall, wall / 2, tainted=True)
+        return Batch(self.values[index], wall, wall / 2)
 
 
 def options(**kw):
-    base = dict(warmup=0.0, min_time=0.2, max_time=5.0, max_noise=0.005, min_iters=10,
-                max_iters=1_000_000, flush_l2=None, mode="cold", clock="auto", stream=None,
-                flops=None, bytes=None, name=None, peak=None)
-    base.update(kw)
-    return bench.make_options(**base)
+    return make_options(**{"warmup": 0.0, **kw})
 
 
 def noisy_values(sigma, n=100_000, seed=0):
@@ -56,7 +54,7 @@ def noisy_values(sigma, n=100_000, seed=0):
 
 def test_quiet_source_stops_at_the_first_check_after_min_time():
     source = FakeSource([1.0])
-    got = bench.collect(source, options(min_time=0.2), per_iter_s=1e-3)
+    got = loop.collect(source, options(min_time=0.2), per_iter_s=1e-3)
     assert got.stop_reason == "converged"
     assert got.rel_noise == 0.0 and got.median_ms == 1.0
     last = source.batches[-1] * source.per_iter_s
@@ -66,7 +64,7 @@ def test_quiet_source_stops_at_the_first_check_after_min_time():
 
 def test_noisy_source_runs_to_max_time_and_reports_its_noise():
     source = FakeSource(noisy_values(0.5), per_iter_s=1e-3)
-    got = bench.collect(source, options(max_time=1.0, max_noise=0.001), per_iter_s=1e-3)
+    got = loop.collect(source, options(max_time=1.0, max_noise=0.001), per_iter_s=1e-3)
     assert got.stop_reason == "max_time"
     assert got.wall_s >= 1.0
     assert got.rel_noise > 0.001
@@ -76,7 +74,7 @@ def test_noisy_source_runs_to_max_time_and_reports_its_noise():
 def test_moderate_noise_converges_once_enough_samples_are_in():
     # Half-width of the median's CI ~ 1.96 * 1.2533 * sigma / sqrt(n): 0.1 % at n ~ 15,000.
     source = FakeSource(noisy_values(0.05), per_iter_s=1e-5, max_batch=4096)
-    got = bench.collect(source, options(max_noise=0.001, min_time=0.01), per_iter_s=1e-5)
+    got = loop.collect(source, options(max_noise=0.001, min_time=0.01), per_iter_s=1e-5)
     assert got.stop_reason == "converged"
     assert got.rel_noise <= 0.001
     assert 8_000 < got.samples.size < 30_000
@@ -84,27 +82,27 @@ def test_moderate_noise_converges_once_enough_samples_are_in():
 
 def test_min_iters_holds_even_after_min_time():
     source = FakeSource([2.0], per_iter_s=0.3)  # each iteration alone exceeds min_time
-    got = bench.collect(source, options(min_time=0.1, min_iters=12, max_time=100.0), per_iter_s=0.3)
+    got = loop.collect(source, options(min_time=0.1, min_iters=12, max_time=100.0), per_iter_s=0.3)
     assert got.stop_reason == "converged"
     assert got.samples.size >= 12
 
 
 def test_max_iters_stops_the_run():
     source = FakeSource(noisy_values(0.5))
-    got = bench.collect(source, options(max_iters=500, max_noise=1e-6), per_iter_s=1e-3)
+    got = loop.collect(source, options(max_iters=500, max_noise=1e-6), per_iter_s=1e-3)
     assert got.stop_reason == "max_iters" and got.samples.size == 500
 
 
 def test_fixed_count_gives_exactly_that_many_samples():
     source = FakeSource(noisy_values(0.5))
     opts = options(min_iters=77, max_iters=77, min_time=0.0, max_time=math.inf, fixed=True)
-    got = bench.collect(source, opts, per_iter_s=1e-3)
+    got = loop.collect(source, opts, per_iter_s=1e-3)
     assert got.stop_reason == "fixed" and got.samples.size == 77
 
 
 def test_tainted_batches_are_discarded():
     source = FakeSource(np.arange(1.0, 1001.0), taint={0, 2})
-    got = bench.collect(source, options(min_time=0.05, max_noise=10.0), per_iter_s=1e-3)
+    got = loop.collect(source, options(min_time=0.05, max_noise=10.0), per_iter_s=1e-3)
     assert got.tainted == 2
     kept = sum(n for i, n in enumerate(source.batches) if i not in (0, 2))
     assert got.samples.size == kept
@@ -113,23 +111,23 @@ def test_tainted_batches_are_discarded():
 
 def test_batches_grow_and_respect_the_cap():
     source = FakeSource([1.0], per_iter_s=1e-5, max_batch=256)
-    bench.collect(source, options(min_time=0.5), per_iter_s=1e-5)
+    loop.collect(source, options(min_time=0.5), per_iter_s=1e-5)
     assert source.batches[0] == 200  # 2 ms of 10 us iterations
     assert max(source.batches) == 256
 
 
 def test_next_batch_never_overshoots_the_time_left():
     per_iter = 1 / 1024  # exact in binary, like the times below
-    k = bench.next_batch(per_iter, 5.0 - 3 * per_iter, 0, cap=10_000, max_iters=10**6, max_time=5.0)
+    k = loop.next_batch(per_iter, 5.0 - 3 * per_iter, 0, cap=10_000, max_iters=10**6, max_time=5.0)
     assert k == 4  # 3 iterations' time left, plus the one that crosses the line
 
 
 def test_warm_up_runs_at_least_one_batch_and_doubles():
     source = FakeSource([1.0], per_iter_s=1e-3)
-    elapsed, per_iter = bench.warm_up(source, 0.0, 1.0)
+    elapsed, per_iter = loop.warm_up(source, 0.0, 1.0)
     assert source.batches == [1] and per_iter == 1e-3
     source = FakeSource([1.0], per_iter_s=1e-3)
-    bench.warm_up(source, 0.02, 1e-3)
+    loop.warm_up(source, 0.02, 1e-3)
     assert source.batches[:4] == [1, 2, 4, 8]
 
 
@@ -440,7 +438,7 @@ def fake_gpu(monkeypatch):
 def test_gpu_path_builds_a_complete_result(fake_gpu):
     r = gp.benchmark(lambda: None, flops=2e9, bytes=1e8, name="k")
     runner = fake_gpu.instances[0]
-    assert runner.closed and runner.timeouts[0] == int(bench._GATE_TIMEOUT_S * 1e9)
+    assert runner.closed and runner.timeouts[0] == int(sources.GATE_TIMEOUT_S * 1e9)
     assert r.clock == "gpu" and r.mode == "cold" and r.flush_l2 and r.l2_flush_bytes == 100 << 20
     assert r.gated and r.tainted_batches == 0 and r.converged and r.median_ms == 0.05
     assert r.device == "Fake GPU" and r.sm_clock_mhz_start == 1980.0 and r.sm_clock_source == "nvml"
@@ -456,7 +454,7 @@ def test_gpu_path_gives_up_the_gate_after_two_timeouts(fake_gpu):
     runner = fake_gpu.instances[0]
     assert not r.gated and r.tainted_batches == 2
     # The timed-out batches' waits must not inflate the next timeout; then no gate at all.
-    assert runner.timeouts[:2] == [int(bench._GATE_TIMEOUT_S * 1e9)] * 2
+    assert runner.timeouts[:2] == [int(sources.GATE_TIMEOUT_S * 1e9)] * 2
     assert set(runner.timeouts[2:]) == {0}
 
 

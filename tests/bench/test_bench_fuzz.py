@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import gpuprofile as gp
 from gpuprofile import _C
-from gpuprofile.bench.benchmark import make_options
+from gpuprofile.bench.options import make_options
 
 pytestmark = [pytest.mark.fuzz, pytest.mark.filterwarnings("ignore:gpuprofile.benchmark")]
 

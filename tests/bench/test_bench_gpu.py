@@ -74,12 +74,19 @@ def test_work_on_a_side_stream_is_timed_by_cupti():
         with torch.cuda.stream(s):
             a @ a
 
-    with gp.profile(memory=False) as p:
-        for _ in range(20):
-            f()
-    # the GPU time of one call: cuBLAS's workspace memset and the GEMM, back to back
-    truth = (int(p.kernels["duration_ns"].sum()) + int(p.memset["duration_ns"].sum())) / 20 / 1e3
-    # the truth ran back to back with a warm L2: compare hot mode with it, within 3 %
+    def truth_us(sync_each):
+        with gp.profile(memory=False) as p:
+            for _ in range(20):
+                f()
+                if sync_each:
+                    torch.cuda.synchronize()
+        # the GPU time of one call: cuBLAS's workspace memset and the GEMM
+        return (int(p.kernels["duration_ns"].sum()) + int(p.memset["duration_ns"].sum())) / 20 / 1e3
+
+    # work off the benchmark's stream is timed one call between device syncs; the same GEMM
+    # after an idle gap ran 4.6 % longer than back to back (175.0 against 167.2 us, H200,
+    # 2026-11-26), so the truth is taken the same way: each call followed by a device sync
+    truth = truth_us(sync_each=True)
     r = gp.benchmark(f, mode="hot", max_time=1)
     assert r.clock == "cupti" and not r.gated and "other than the benchmark's" in r.clock_note, repr(r)
     assert r.event_median_ms is None
@@ -88,9 +95,11 @@ def test_work_on_a_side_stream_is_timed_by_cupti():
     # when the flush ran beside the GEMM); a cold GEMM read 3.2 % over the warm truth (H200)
     cold = gp.benchmark(f, max_time=1)
     assert truth * 0.97 <= cold.median_us <= truth * 1.10, (cold.median_us, truth)
+    # on its own stream the benchmark runs the calls back to back behind its gate
+    back_to_back = truth_us(sync_each=False)
     with_stream = gp.benchmark(f, stream=s, mode="hot", max_time=1)
     assert with_stream.gated and with_stream.clock_note is None
-    assert with_stream.median_us == pytest.approx(truth, rel=0.03), (with_stream.median_us, truth)
+    assert with_stream.median_us == pytest.approx(back_to_back, rel=0.03), (with_stream.median_us, back_to_back)
 
 
 def test_cupti_durations_stay_in_ns_after_torch_profiler_ran_twice():
@@ -180,7 +189,7 @@ def test_fn_raising_mid_run_releases_the_gate(exc):
 def test_fn_that_synchronizes_is_timed_without_the_gate():
     def spin_and_sync():
         kernels.spin(20_000)
-        _C._bench_stream_synchronize(None)
+        _C._stream_synchronize(None)
 
     r = gp.benchmark(spin_and_sync, max_time=2)
     assert not r.gated and r.tainted_batches == 2  # two gate timeouts, then no gate

@@ -278,7 +278,8 @@ def test_sum(gpu_benchmark):
 def test_plugin_refuses_an_untrusted_baseline_up_front(pytester):
     pytester.makepyfile(test_suite=SUITE)
     base = pytester.path / "base.json"
-    pytester.runpytest(f"--gpu-benchmark-save={base}").assert_outcomes(passed=1)
+    # with its samples, so that a median edited inside its interval is caught too
+    pytester.runpytest(f"--gpu-benchmark-save={base}", "--gpu-benchmark-save-data").assert_outcomes(passed=1)
     data = json.loads(base.read_text())
     data["results"][0]["median_ms"] = None  # what a NaN median is saved as
     base.write_text(json.dumps(data))

@@ -95,3 +95,46 @@ def nccl_rank(rank: int, world: int, port: int, out: str, steps: int, slow_rank:
         dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+def ddp_rank(rank: int, world: int, port: int, out: str, steps: int) -> None:
+    """One DDP rank with DDP's own C++ allreduce (no comm hook, no collective() region): `steps`
+    traced steps; writes the NCCL sizes p.collectives found and the gradient bytes per step."""
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    import gpuprofile as gp
+
+    torch.cuda.set_device(rank)
+    dist = _init(rank, world, port, "nccl")
+    try:
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(*[torch.nn.Linear(1024, 1024) for _ in range(6)]).cuda()
+        model = DistributedDataParallel(net, device_ids=[rank], bucket_cap_mb=5)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        x = torch.randn(32, 1024, device="cuda")
+
+        def step():
+            model(x).square().mean().backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        for _ in range(3):  # DDP rebuilds its buckets after the first step
+            step()
+        torch.cuda.synchronize()
+        with gp.profile() as p:
+            for _ in range(steps):
+                with gp.region("step"):
+                    step()
+            torch.cuda.synchronize()
+        c = p.collectives
+        nccl = [str(n) for n in p.kernels["name"] if "nccl" in str(n).lower()]
+        path = p.export_chrome_trace(os.path.join(out, "ddp.json.gz"))
+        result = {"path": path, "nccl_kernels": len(nccl), "sized": int((c["bytes"] >= 0).sum()),
+                  "ops": sorted(set(c["op"])), "bytes": int(c["bytes"].sum()),
+                  "grad_bytes_per_step": sum(q.numel() * q.element_size() for q in net.parameters()),
+                  "notes": p.collective_notes}
+        with open(os.path.join(out, f"ddp{rank}.json"), "w") as f:
+            json.dump(result, f)
+        dist.barrier()
+    finally:
+        dist.destroy_process_group()

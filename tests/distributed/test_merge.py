@@ -160,3 +160,30 @@ def test_four_ranks_with_jittered_ends(tmp_path, monkeypatch):
     for c in result.collectives:
         assert c["busbw_gbps"] == pytest.approx(c["algbw_gbps"] * factor)
         assert c["algbw_gbps"] == pytest.approx(R.NBYTES / c["transfer_ns"])
+
+
+def test_sizes_from_the_flight_recorder_reach_the_merge(tmp_path, monkeypatch):
+    """A rank whose profile read torch's NCCL Flight Recorder writes each NCCL kernel's size
+    (nccl_bytes) into its trace; merge prefers it to a collective() region's."""
+    def entry(seq):  # one all_reduce of 3000 floats, as torch 2.11's recorder keeps it
+        return {"process_group": ["0", "default_pg"], "collective_seq_id": seq, "record_id": seq,
+                "profiling_name": "nccl:all_reduce", "time_created_ns": 0,
+                "input_sizes": [[3000]], "input_dtypes": ["Float"],
+                "output_sizes": [[3000]], "output_dtypes": ["Float"]}
+
+    recorded = 3000 * 4  # 3000 floats, not the regions' R.NBYTES
+    paths = []
+    for r, steps in enumerate([RANK0, RANK1]):
+        monkeypatch.setenv("RANK", str(r))
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        p = R.rank_profile(r, steps, BASES[r], WALL_ERROR[r])
+        p._recorded_collectives = ([entry(s) for s in range(1, 6)], None)
+        assert p.collectives["kernel"].tolist() == [1, 3, 5] and p.collective_notes == []
+        assert p.collectives["bytes"].tolist() == [recorded] * 3
+        paths.append(p.export_chrome_trace(tmp_path / "trace.json.gz"))
+    result = merge_traces(paths, tmp_path / "merged.json.gz")
+    assert [c["bytes"] for c in result.collectives] == [recorded] * 3
+    with gzip.open(paths[0], "rt") as f:
+        rank0 = json.load(f)
+    sized = [e["args"]["nccl_bytes"] for e in rank0["traceEvents"] if "nccl_bytes" in e.get("args", {})]
+    assert sized == [recorded] * 3

@@ -232,3 +232,28 @@ def test_copies_sets_and_memory_merge_alike_from_either_format(tmp_path, monkeyp
     assert {"Memcpy HtoD", "Memset (device)", "device memory (GPU 0)", "device memory (GPU 1)"} <= names
     counters = [x for x in b if x[3].startswith("device memory")]
     assert [json.loads(x[6])["bytes"] for x in counters if x[0] == 0] == [1 << 20, 0]
+
+
+def test_flight_recorder_sizes_reach_the_columns_and_the_merge(tmp_path, monkeypatch):
+    """As test_merge's JSON test: a size from torch's NCCL Flight Recorder wins over a
+    collective() region's, in the Parquet column and in the merge of Parquet ranks."""
+    def entry(seq):
+        return {"process_group": ["0", "default_pg"], "collective_seq_id": seq, "record_id": seq,
+                "profiling_name": "nccl:all_reduce", "time_created_ns": 0,
+                "input_sizes": [[3000]], "input_dtypes": ["Float"],
+                "output_sizes": [[3000]], "output_dtypes": ["Float"]}
+
+    def make(r, steps, base, error):
+        p = R.rank_profile(r, steps, base, error)
+        p._recorded_collectives = ([entry(s) for s in range(1, 6)], None)
+        return p
+
+    paths = R.export_ranks(tmp_path, monkeypatch, [RANK0, RANK1], BASES, WALL_ERROR,
+                           name="trace.parquet", make=make)
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(paths[0]).to_pandas()
+    k = t[t["kind"] == "kernel"].sort_values("start_ns")
+    assert k["collective_bytes"].tolist() == [-1, 12_000] * 3  # not the regions' R.NBYTES
+    result = merge_traces(paths, tmp_path / "m.json")
+    assert [c["bytes"] for c in result.collectives] == [12_000] * 3

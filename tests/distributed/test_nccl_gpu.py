@@ -59,6 +59,30 @@ def test_nccl_ranks_merge_into_one_aligned_trace(tmp_path, monkeypatch, world):
     assert compute[SLOW_RANK] > 2 * min(compute.values())
 
 
+def test_ddp_collective_sizes_come_from_the_flight_recorder(tmp_path, monkeypatch):
+    """DDP's own allreduce, no hook: every NCCL kernel gets its bucket's size from torch's Flight
+    Recorder, the sizes add up to the gradients' bytes each step, and merge shows bus bandwidth."""
+    if _gpus() < 2:
+        pytest.skip(f"needs 2 GPUs, this machine has {_gpus()}")
+    if not torch.distributed.is_nccl_available():
+        pytest.skip("torch has no NCCL")
+    for key, value in W.MULTICAST_OFF.items():
+        monkeypatch.setenv(key, value)
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    steps = 3
+    mp.spawn(W.ddp_rank, args=(2, W.free_port(), str(tmp_path), steps), nprocs=2, join=True)
+    ranks = [json.loads((tmp_path / f"ddp{r}.json").read_text()) for r in range(2)]
+    for r in ranks:
+        assert r["notes"] == [] and r["nccl_kernels"] > 0, r
+        assert r["sized"] == r["nccl_kernels"] and r["ops"] == ["AllReduce"], r
+        assert r["bytes"] == steps * r["grad_bytes_per_step"], r
+    result = gp.merge_traces([r["path"] for r in ranks], tmp_path / "merged.json.gz")
+    print(result)
+    assert len(result.collectives) == ranks[0]["nccl_kernels"]
+    assert all(c["bytes"] and c["busbw_gbps"] and 1 < c["busbw_gbps"] < 2000 for c in result.collectives)
+
+
 LATE_RANK, LATE_STEP = 0, 5
 
 

@@ -154,9 +154,23 @@ def test_unsupported_head_dim_lists_what_is(impl, head_dim, message):
         attention(x, x, x, impl=impl)
 
 
-def test_variant_range():
-    with pytest.raises(ValueError, match=r"variant must be in \[0, 5\], got 6"):
-        _C._attention(host(), host(), host(), host(), variant=6)
+def test_the_implementations_are_one_table():
+    """impl= takes the names of the C table (and 'auto'), and Python, the CLI and the help read
+    that table: one vocabulary (issue 24 removed the numbered variants)."""
+    from gpuprofile.kernels import attention_bench
+
+    table = _C.ATTENTION_IMPLS
+    assert [e["name"] for e in table] == ["naive", "flash", "flash_tc", "flash_wgmma"]
+    assert all(set(e) == {"name", "takes", "devices", "workspace", "tensor_cores"} for e in table)
+    assert [e["tensor_cores"] for e in table] == [False, False, True, True]
+    assert [e["workspace"] is not None for e in table] == [True, False, False, False]
+    assert gp.kernels.IMPLS == ("naive", "flash", "flash_tc", "flash_wgmma", "auto")
+    assert [i.name for i in gp.kernels.IMPLEMENTATIONS] == [e["name"] for e in table]
+    assert attention_bench.OURS == gp.kernels.IMPLS
+    for entry in table:
+        assert f"{entry['name']}: {entry['takes']}" in gp.kernels.attention.__doc__
+    with pytest.raises(TypeError, match="variant"):
+        _C._attention(host(), host(), host(), host(), variant=1)
 
 
 def test_read_only_out():
@@ -221,18 +235,6 @@ def test_flash_wgmma_shape_checks_need_no_device():
     with pytest.raises(ValueError, match="impl='flash_wgmma' needs non-negative batch, head and seq"):
         attention(FakeCAI(strides=reversed_seq, ptr=0x7F0000100000), FakeCAI(), FakeCAI(),
                   impl="flash_wgmma")
-
-
-@pytest.mark.parametrize("variant", [2, 3])
-def test_flash_wgmma_192_row_variants_refuse_head_dim_128(variant):
-    """flash_wgmma variants 2 and 3 (192-row blocks) are built for head_dim 64 only: at 128 they
-    are refused before any CUDA call, not run as another variant. impl='auto' with those variant
-    numbers keeps its flash_tc meaning."""
-    shape = (2, 3, 17, 128)
-    with pytest.raises(ValueError, match=f"impl='flash_wgmma' variant {variant} .192-row blocks. "
-                                         "takes head_dim 64 only, got 128"):
-        _C._attention(FakeCAI(shape), FakeCAI(shape), FakeCAI(shape), FakeCAI(shape),
-                      impl="flash_wgmma", variant=variant)
 
 
 def test_auto_choice():

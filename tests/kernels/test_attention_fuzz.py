@@ -129,8 +129,7 @@ ARRAYS = st.one_of(cai_arrays(), dlpack_arrays(), host_arrays(), scalars())
 OPTIONS = st.fixed_dictionaries({}, optional={
     "impl": st.one_of(st.sampled_from(["naive", "flash", "flash_tc", "auto"]), scalars()),
     "causal": scalars(), "scale": st.one_of(st.floats(), scalars()),
-    "stream": st.none() if HAS_DEVICE else st.one_of(scalars(), ints()),
-    "variant": scalars() | ints()})
+    "stream": st.none() if HAS_DEVICE else st.one_of(scalars(), ints())})
 
 
 @given(first=ARRAYS, others=st.lists(st.one_of(st.none(), ARRAYS), min_size=3, max_size=3),
@@ -199,12 +198,6 @@ def test_malformed_dlpack_device_reply_is_not_a_cuda_device(reply):
     p = DLProducer((1, 1, 16, 64), None, (2, 32, 1), (2, 0), True, 1, 0, 0, reply, None)
     with pytest.raises((TypeError, ValueError)):  # as a host array: not one NumPy can use
         gp.kernels.attention(p, p, p)
-
-
-@pytest.mark.parametrize("variant", [2**40, -(2**70)])
-def test_variant_out_of_int_range_is_a_value_error(variant):
-    with pytest.raises(ValueError, match="variant must be in"):  # was OverflowError
-        _C._attention(None, None, None, variant=variant)
 
 
 def test_scale_beyond_float_range_is_refused():

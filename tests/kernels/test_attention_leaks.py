@@ -64,7 +64,7 @@ def test_attention_argument_errors_and_array_protocols():
         raising(lambda: gp.kernels.attention(q, q, q, impl="fast"), ValueError)()
         raising(lambda: gp.kernels.attention(cai, cai, cai), ValueError)()
         raising(lambda: gp.kernels.attention(dl, dl, dl), ValueError)()
-        raising(lambda: _C._attention(q, q, q, q, variant=99), ValueError)()
+        raising(lambda: _C._attention(q, q, q, q, impl="flash_tc_v1"), ValueError)()
         raising(lambda: gp.kernels.attention(q, q, q), gp.GpuProfileError)()  # NoDeviceError here
         raising(lambda: gp.kernels.attention(ok, ok, ok), gp.GpuProfileError)()
         for producer in (dl, ok):

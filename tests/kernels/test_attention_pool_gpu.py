@@ -15,10 +15,10 @@ HOLD_NS = 30_000_000  # a 30 ms spin keeps the reading stream behind the allocat
 
 @pytest.fixture
 def streams():
-    made = [_C._bench_stream_create() for _ in range(2)]
+    made = [_C._stream_create() for _ in range(2)]
     yield made
     for s in made:
-        _C._bench_stream_destroy(s)
+        _C._stream_destroy(s)
 
 
 def _inputs():

@@ -1,11 +1,10 @@
 """impl='flash_wgmma' (sm_90a: TMA loads, wgmma, warp specialization) against the
 float64 reference with the derived tolerance, as test_attention_gpu.py checks the other kernels.
 Needs a compute capability 9.0 device (H100/H200) and a build with sm_90a code; elsewhere only
-the refusal is checked. Every variant runs: 4 overlaps S = Q·Kᵀ of one tile with P·V of the
-previous one, 1 runs them in sequence (128-row blocks); 2 and 3 do the same with 192-row blocks
-of three consumer warpgroups, at head_dim 64 only: at 128 they must be refused. 5 takes turns
-between the consumer warpgroups (named barriers; 192-row blocks at 64, 128-row at 128). 0, the
-default, is 3 at head_dim 64 and 4 at 128 (kernels/attention/attention_flash_wgmma.cu)."""
+the refusal is checked. Both blocks of the kernel run wherever they are chosen: at head_dim 64
+192-row blocks of three consumer warpgroups, each running S = Q·Kᵀ, softmax and P·V in
+sequence; at head_dim 128 128-row blocks of two, overlapping S of one tile with P·V of the
+previous one (kernels/attention/attention_flash_wgmma.cu)."""
 
 import numpy as np
 import pytest
@@ -23,89 +22,70 @@ def _hopper():
 
 
 hopper = pytest.mark.skipif(not _hopper(), reason="flash_wgmma needs a compute capability 9.0 device")
-VARIANTS = [0, 1, 2, 3, 4, 5]
-D64_ONLY = {2, 3}  # 192-row blocks: head_dim 128 is refused
 # Odd lengths, lengths that are not a multiple of the 128-row tiles, exact multiples, and one
 # longer than a pass of the 4-stage (head_dim 64) and 2-stage (128) rings.
 SEQS = [1, 17, 127, 128, 129, 256, 1000, 4097]
 
 
-def run(q, k, v, dtype, causal=False, scale=None, variant=0):
+def run(q, k, v, dtype, causal=False, scale=None):
     out = poisoned(q.shape, dtype)
     _C._attention(*(kernels.to_device(x, dtype) for x in (q, k, v)), out, impl="flash_wgmma",
-                  causal=causal, scale=scale, variant=variant)
+                  causal=causal, scale=scale)
     return out.numpy()
 
 
-def refused(variant, head_dim):
-    """True, after checking the refusal, where the variant does not take this head_dim."""
-    if variant not in D64_ONLY or head_dim == 64:
-        return False
-    q, k, v = inputs((1, 1, 17, head_dim), "float16")
-    with pytest.raises(ValueError, match=f"variant {variant} .192-row blocks. takes head_dim 64"):
-        run(q, k, v, "float16", variant=variant)
-    return True
-
-
 @hopper
-@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("seq", SEQS)
 @pytest.mark.parametrize("causal", [False, True])
-def test_matches_reference(variant, dtype, head_dim, seq, causal):
-    if refused(variant, head_dim):
-        return
+def test_matches_reference(dtype, head_dim, seq, causal):
     shape = (2, 3, seq, head_dim) if seq < 1000 else (1, 1, seq, head_dim)
     q, k, v = inputs(shape, dtype)
-    check(run(q, k, v, dtype, causal, variant=variant), q, k, v, dtype, causal)
+    check(run(q, k, v, dtype, causal), q, k, v, dtype, causal)
 
 
 @hopper
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("batch, heads", [(1, 1), (5, 1), (1, 7), (3, 5)])
-def test_batch_and_head_variety(variant, batch, heads):
+def test_batch_and_head_variety(head_dim, batch, heads):
     """The tensor maps' batch and head dimensions (grid z and y) and their strides."""
-    q, k, v = inputs((batch, heads, 129, 64 if variant in D64_ONLY else 128), "bfloat16")
-    check(run(q, k, v, "bfloat16", True, variant=variant), q, k, v, "bfloat16", True)
+    q, k, v = inputs((batch, heads, 129, head_dim), "bfloat16")
+    check(run(q, k, v, "bfloat16", True), q, k, v, "bfloat16", True)
 
 
 @hopper
-@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("causal", [False, True])
-def test_peaked_scores_and_explicit_scale(variant, head_dim, causal):
+def test_peaked_scores_and_explicit_scale(head_dim, causal):
     """Large, spread-out scores move the running max often: O's rescale must stay exact, also
-    when it waits for the overlapped P·V (variants 2 and 4, 0 at head_dim 128), and when a warp
-    skips it because no row's max moved (2 and 3, 0 at head_dim 64)."""
-    if refused(variant, head_dim):
-        return
+    when it waits for the overlapped P·V (head_dim 128), and when a warp skips it because no
+    row's max moved (head_dim 64)."""
     q, k, v = inputs((1, 4, 300, head_dim), "float16", spread=6.0)
-    got = run(q, k, v, "float16", causal, scale=0.3, variant=variant)
+    got = run(q, k, v, "float16", causal, scale=0.3)
     check(got, q, k, v, "float16", causal, 0.3)
 
 
 @hopper
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_strided_inputs_and_output(variant):
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_strided_inputs_and_output(head_dim):
     """Q, K, V and O as [batch, heads, seq, head_dim] views of [batch, seq, heads, head_dim]
     memory: the tensor maps take the strides, not a dense layout."""
-    (q, k, v), views, out_mem, out = bnhd_case(2, 200, 3, 64 if variant in D64_ONLY else 128)
-    _C._attention(*views, out, impl="flash_wgmma", causal=True, variant=variant)
+    (q, k, v), views, out_mem, out = bnhd_case(2, 200, 3, head_dim)
+    _C._attention(*views, out, impl="flash_wgmma", causal=True)
     check(out_mem.numpy().transpose(0, 2, 1, 3), q, k, v, "float16", True)
 
 
 @hopper
-@pytest.mark.parametrize("variant", sorted(D64_ONLY | {5}))
 @pytest.mark.parametrize("seq", [191, 192, 193, 320, 383, 384, 385, 577])
 @pytest.mark.parametrize("causal", [False, True])
-def test_192_row_block_edges(variant, seq, causal):
+def test_192_row_block_edges(seq, causal):
     """Lengths at the edges of 192-row blocks and of their 64-row warpgroups: the last block's
     idle warpgroups, and (causal) warpgroups that compute one key tile fewer than the producer
     loads (m0 = 0: rows 0-127 stop at keys 0-127, the block loads 0-255; m0 = 192: rows 192-255
     stop at keys 0-255, the block loads 0-383)."""
     q, k, v = inputs((2, 2, seq, 64), "bfloat16")
-    check(run(q, k, v, "bfloat16", causal, variant=variant), q, k, v, "bfloat16", causal)
+    check(run(q, k, v, "bfloat16", causal), q, k, v, "bfloat16", causal)
 
 
 @hopper
@@ -118,15 +98,14 @@ def test_numpy_in_numpy_out():
 
 
 @hopper
-@pytest.mark.parametrize("variant", [0, 2])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("where", ["q", "k", "q_inf"])
-def test_nan_and_inf_propagate_like_the_reference(causal, where, variant):
+def test_nan_and_inf_propagate_like_the_reference(causal, where):
     q, k, v = inputs((1, 2, 170, 64), "float16")
     tol = ref.tolerance(q, k, v, "float16", causal)  # of the clean inputs
     target = {"q": q, "k": k}[where[0]]
     target[0, 1, 133, 5] = np.inf if where == "q_inf" else np.nan
-    got = run(q, k, v, "float16", causal, variant=variant)
+    got = run(q, k, v, "float16", causal)
     want = ref.reference(q, k, v, causal)
     assert not np.isfinite(want).all()
     np.testing.assert_array_equal(np.isfinite(got), np.isfinite(want))

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _sync():
-    _C._bench_stream_synchronize(0)
+    _C._stream_synchronize(0)
 
 
 def test_spin_and_empty_kernels():

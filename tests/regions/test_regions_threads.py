@@ -150,7 +150,7 @@ def test_threads_with_successful_resets():
 
 @pytest.mark.gpu
 def test_threads_on_their_own_streams():
-    streams = [_C._bench_stream_create() for _ in range(THREADS)]
+    streams = [_C._stream_create() for _ in range(THREADS)]
     try:
         logs, _ = _run(streams=streams)
         _check_exact(logs)
@@ -158,7 +158,7 @@ def test_threads_on_their_own_streams():
         assert (recs["clock"] == "gpu").all() and np.isfinite(recs["gpu_ms"]).all()
     finally:
         for s in streams:
-            _C._bench_stream_destroy(s)
+            _C._stream_destroy(s)
 
 
 def test_threads_that_end_inside_regions_while_others_read():

@@ -1,4 +1,4 @@
-"""The attribution rules on synthetic records (gpuprofile._attribution), short kernel names in
+"""The attribution rules on synthetic records (gpuprofile.tracing.attribution), short kernel names in
 tables, and the guard that keeps gpuprofile from taking CUPTI over from a recording torch.profiler."""
 
 import sys
@@ -8,9 +8,11 @@ import numpy as np
 import pytest
 
 import gpuprofile as gp
-from gpuprofile import _activity, _attribution, _foreign
+from gpuprofile import _foreign
 from gpuprofile._format import Label, html_table, short_name, text_table
 from gpuprofile.pytest_plugin import summary_lines
+from gpuprofile.tracing import activity as _activity
+from gpuprofile.tracing import attribution as _attribution
 
 
 def _ext(pairs):
@@ -98,7 +100,7 @@ def _synthetic_profile(stream_attribution=True):
     recs = np.zeros(1, [("name", object), ("depth", "<i4"), ("host_start_ns", "<i8"),
                         ("host_end_ns", "<i8"), ("open", "u1")])
     recs["name"], recs["host_start_ns"], recs["host_end_ns"] = "step", 10, 900
-    from gpuprofile.profiling import Profile
+    from gpuprofile.tracing.profile import Profile
 
     return Profile._from_window(w, records=recs, stream_attribution=stream_attribution)
 
@@ -224,7 +226,7 @@ def test_region_spans_count_work_on_other_streams_and_note_the_region():
     recs = np.zeros(1, [("name", object), ("depth", "<i4"), ("host_start_ns", "<i8"),
                         ("host_end_ns", "<i8"), ("open", "u1"), ("gpu_ms", "<f8")])
     recs["name"], recs["host_start_ns"], recs["host_end_ns"], recs["gpu_ms"] = "mm", 10, 900, 1e-4
-    from gpuprofile.profiling import Profile
+    from gpuprofile.tracing.profile import Profile
 
     p = Profile._from_window(w, records=recs, kernels=True, memcpy=False, memset=False,
                              memory=False)

@@ -10,10 +10,10 @@ import types
 import numpy as np
 import pytest
 import synthetic as S
-from gpuprofile._activity import KERNELS, MEMORY, REGIONS, Collector
 
 import gpuprofile as gp
-from gpuprofile import _activity
+from gpuprofile.tracing import activity as _activity
+from gpuprofile.tracing.activity import KERNELS, MEMORY, REGIONS, Collector
 
 
 class FakeC:
@@ -91,7 +91,7 @@ def test_started_twice_nested_and_stopped_twice(fake):
             p.start()
         with pytest.raises(gp.GpuProfileError, match="cannot nest"):
             gp.profile().start()
-        from gpuprofile.profiling import running
+        from gpuprofile.tracing.profile import running
 
         assert running() is p
         with pytest.raises(gp.GpuProfileError, match="results exist once it stopped"):

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 import synthetic as S
 
+import gpuprofile as gp
 from gpuprofile.tracing.activity import EXTCORR_RAW, KERNEL_RAW, attribute
-from gpuprofile.tracing.profile import Profile, build_kernels, kernel_occupancy
+from gpuprofile.tracing.profile import Profile
+from gpuprofile.tracing.shaping import build_kernels, kernel_occupancy
 from gpuprofile.tracing.summary import (
     busy_ns,
     factorize,
@@ -172,3 +174,29 @@ def test_empty_profile():
     s = p.summary()
     assert s.kernels == 0 and s.by_kernel == [] and s.busy_ms == 0
     assert KERNEL_RAW.itemsize == 88
+
+
+def test_profile_options_are_defined_once():
+    """gp.profile, Profile and `gpuprofile run` take the options of tracing/options.py: one
+    signature, one check, one help (issue 24)."""
+    import dataclasses
+    import inspect
+
+    from gpuprofile.cli import parse_run_args
+    from gpuprofile.tracing.options import HELP, ProfileOptions
+
+    names = [f.name for f in dataclasses.fields(ProfileOptions)]
+    assert names == ["kernels", "memcpy", "memset", "memory", "regions", "stream_attribution",
+                     "python_stacks"] == list(HELP)
+    # gp.profile adds torch.profiler's step schedule (tracing/schedule.py) to the options
+    assert list(inspect.signature(gp.profile).parameters) == names + ["schedule", "on_trace_ready"]
+    assert all(f"{name}: " in gp.profile.__doc__ for name in names)
+    p = Profile(memory=False, python_stacks=True)
+    assert p.options == ProfileOptions(memory=False, python_stacks="line")
+    assert p.kinds == ["kernels", "memcpy", "memset", "regions", "stream_attribution"]
+    assert Profile(p.options).options is p.options
+    opts, script, _ = parse_run_args(["--no-regions", "--folded", "out.folded", "x.py"])
+    assert script == "x.py"
+    assert opts["profile"] == ProfileOptions(regions=False, python_stacks="stack")
+    with pytest.raises(TypeError, match=r"profile\(regions=...\) must be True or False"):
+        ProfileOptions(regions=None)

@@ -13,6 +13,7 @@ import gpuprofile as gp
 from gpuprofile import _C
 from gpuprofile.tracing import activity as _activity
 from gpuprofile.tracing import pylines
+from gpuprofile.tracing.options import stacks_mode
 from gpuprofile.tracing.profile import Profile
 
 HERE = os.path.abspath(__file__)
@@ -237,8 +238,8 @@ def test_bad_arguments_are_clear_errors():
     for bad in ("lines", 1, 2.0, ["stack"]):
         with pytest.raises(ValueError, match="python_stacks"):
             gp.profile(python_stacks=bad)
-    assert pylines.mode_of(True) == "line" and pylines.mode_of("stack") == "stack"
-    assert pylines.mode_of(False) is None
+    assert stacks_mode(True) == "line" and stacks_mode("stack") == "stack"
+    assert stacks_mode(False) is None
 
 
 def test_excluded_prefixes_cover_the_library_and_gpuprofile():

@@ -54,6 +54,27 @@ def test_profile_start_interrupted(fake_cupti, where):
     assert profile.running() is None and not activity._active
 
 
+def test_profile_stop_has_one_error_path(fake_cupti, monkeypatch):
+    """stop() stops and takes every collector whatever failed first, then raises the first
+    failure: CUPTI released, the profile stopped, none running."""
+    p = gp.profile(python_stacks=True).start()
+    steps = []
+
+    def failing(step):
+        def call():
+            steps.append(step)
+            raise _C.GpuProfileError(f"{step} failed")
+        return call
+
+    monkeypatch.setattr(_C, "_pylines_stop", failing("pylines stop"))
+    monkeypatch.setattr(_C, "_pylines_take", failing("pylines take"))
+    with pytest.raises(_C.GpuProfileError, match="pylines stop failed"):
+        p.stop()
+    assert steps == ["pylines stop", "pylines take"]
+    assert fake_cupti["held"] == 0 and not activity._active
+    assert p.state == "stopped" and profile.running() is None
+
+
 def test_memory_track_start_interrupted(fake_cupti):
     fake_cupti["interrupt"] = "acquire"
     with pytest.raises(KeyboardInterrupt):

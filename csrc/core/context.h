@@ -1,8 +1,8 @@
 /* The CUDA driver context and device handle that CUPTI's profiling APIs take, obtained through
  * the runtime (cudaGetDriverEntryPointByVersion) so the extension never links libcuda and import
  * works without a driver. */
-#ifndef GP_CONTEXT_H
-#define GP_CONTEXT_H
+#ifndef GP_CORE_CONTEXT_H
+#define GP_CORE_CONTEXT_H
 
 #include <Python.h>
 #include <cuda.h>
@@ -15,9 +15,6 @@ int gp_current_context(CUcontext *ctx, int *device, CUdevice *cu_device);
 /* The context of `stream` (any handle, the default-stream ones included): 0, or -1 with
  * CudaError. */
 int gp_stream_context(cudaStream_t stream, CUcontext *ctx);
-
-/* cudaDeviceSynchronize with the GIL released; -1 with CudaError naming `what`. */
-int gp_sync_device(const char *what);
 
 int gp_context_init(PyObject *module);
 

@@ -1,7 +1,8 @@
-/* Interruptible device synchronization. */
+/* Interruptible waits for the GPU (gpu_wait.h). */
 #include "gpu_wait.h"
-#include "core/errors.h"
-#include "core/events.h"
+#include "device.h"
+#include "errors.h"
+#include "events.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -15,12 +16,14 @@
 
 typedef CUresult (*primary_ctx_state_fn)(CUdevice dev, unsigned int *flags, int *active);
 
-/* Shared by the caller and the helper thread; whoever drops the last reference frees it. */
+/* Shared by the caller and the helper thread; whoever drops the last reference frees it. The
+ * helper synchronizes `devices`, or, where `event` is set, that event (and destroys it). */
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int refs, done, n;
     int devices[GP_MAX_DEVICES];
+    cudaEvent_t event;
     cudaError_t err;
     int failed_device;
 } waiter_t;
@@ -82,7 +85,15 @@ wait_thread(void *arg)
     waiter_t *w = arg;
     cudaError_t first = cudaSuccess;
     int failed = -1;
-    for (int k = 0; k < w->n; k++) {
+    if (w->event != NULL) {
+        /* the event's device: the helper thread starts on device 0 */
+        first = w->n == 1 ? cudaSetDevice(w->devices[0]) : cudaSuccess;
+        if (first == cudaSuccess)
+            first = cudaEventSynchronize(w->event);
+        (void)cudaEventDestroy(w->event);
+        failed = first == cudaSuccess ? -1 : w->devices[0];
+    }
+    for (int k = 0; w->event == NULL && k < w->n; k++) {
         cudaError_t err = cudaSetDevice(w->devices[k]);
         if (err == cudaSuccess)
             err = cudaDeviceSynchronize();
@@ -124,29 +135,24 @@ wait_a_while(waiter_t *w)
 }
 
 static int
-report(cudaError_t err, int device)
+report(cudaError_t err, int device, const char *what)
 {
     if (err == cudaSuccess)
         return 0;
-    char call[96];
-    snprintf(call, sizeof call, "cudaDeviceSynchronize() on device %d", device);
+    char call[160];
+    if (what != NULL)
+        snprintf(call, sizeof call, "%s", what);
+    else
+        snprintf(call, sizeof call, "cudaDeviceSynchronize() on device %d", device);
     gp_set_cuda_error(err, call, __FILE__, __LINE__);
     return -1;
 }
 
-int
-gp_wait_devices(void)
+/* Runs the helper on w (filled in by the caller, refs not yet set) and waits for it, polling for
+ * signals; frees w. */
+static int
+run_waiter(waiter_t *w, const char *what)
 {
-    waiter_t *w = calloc(1, sizeof *w);
-    if (w == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    w->n = active_devices(w->devices);
-    if (w->n == 0) {
-        free(w);
-        return 0;
-    }
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
     w->refs = 2;
@@ -170,5 +176,76 @@ gp_wait_devices(void)
     cudaError_t err = w->err;
     int device = w->failed_device;
     waiter_release(w);
-    return report(err, device);
+    return report(err, device, what);
+}
+
+static waiter_t *
+new_waiter(void)
+{
+    waiter_t *w = calloc(1, sizeof *w);
+    if (w == NULL)
+        PyErr_NoMemory();
+    return w;
+}
+
+int
+gp_wait_devices(void)
+{
+    waiter_t *w = new_waiter();
+    if (w == NULL)
+        return -1;
+    w->n = active_devices(w->devices);
+    if (w->n == 0) {
+        free(w);
+        return 0;
+    }
+    return run_waiter(w, NULL);
+}
+
+int
+gp_wait_device(const char *what)
+{
+    waiter_t *w = new_waiter();
+    if (w == NULL)
+        return -1;
+    cudaError_t err = cudaGetDevice(&w->devices[0]);
+    if (err != cudaSuccess) {
+        free(w);
+        return report(err, -1, "cudaGetDevice");
+    }
+    w->n = 1;
+    return run_waiter(w, what);
+}
+
+int
+gp_wait_stream(cudaStream_t stream, const char *what)
+{
+    waiter_t *w = new_waiter();
+    if (w == NULL)
+        return -1;
+    /* The event lives on the stream's device (a stream of another device than the current one
+     * takes no event of this one). */
+    gp_device_guard guard = {0, 0};
+    const int default_stream = stream == (cudaStream_t)0 || stream == cudaStreamLegacy ||
+                               stream == cudaStreamPerThread;
+    cudaError_t err = default_stream ? cudaGetDevice(&w->devices[0])
+                                     : cudaStreamGetDevice(stream, &w->devices[0]);
+    if (err != cudaSuccess) {
+        free(w);
+        return report(err, -1, "cudaStreamGetDevice");
+    }
+    if (gp_device_guard_enter(&guard, w->devices[0]) < 0) {
+        free(w);
+        return -1;
+    }
+    err = cudaEventCreateWithFlags(&w->event, cudaEventDisableTiming);
+    if (err == cudaSuccess && (err = cudaEventRecord(w->event, stream)) != cudaSuccess)
+        (void)cudaEventDestroy(w->event);
+    gp_device_guard_exit(&guard);
+    if (err != cudaSuccess) {
+        free(w);
+        return report(err, -1, what);
+    }
+    w->n = 1;
+    return run_waiter(w, what);
 }

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import weakref
 
-from .. import _C
+from . import _C
 
 
 class Stream:
@@ -16,15 +16,15 @@ class Stream:
     """
 
     def __init__(self):
-        self.cuda_stream = _C._bench_stream_create()
-        self._finalizer = weakref.finalize(self, _C._bench_stream_destroy, self.cuda_stream)
+        self.cuda_stream = _C._stream_create()
+        self._finalizer = weakref.finalize(self, _C._stream_destroy, self.cuda_stream)
 
     def __cuda_stream__(self):
         return (0, self.cuda_stream)
 
     def synchronize(self) -> None:
         """Wait until everything enqueued on the stream has run (the GIL is released)."""
-        _C._bench_stream_synchronize(self.cuda_stream)
+        _C._stream_synchronize(self.cuda_stream)
 
     def close(self) -> None:
         self._finalizer()

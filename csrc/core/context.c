@@ -1,7 +1,8 @@
 /* Driver context lookup through the runtime's driver entry points. */
 #include "context.h"
-#include "core/device.h"
-#include "core/errors.h"
+#include "device.h"
+#include "errors.h"
+#include "gpu_wait.h"
 
 #include <cuda_runtime_api.h>
 
@@ -66,20 +67,6 @@ gp_stream_context(cudaStream_t stream, CUcontext *ctx)
     return 0;
 }
 
-int
-gp_sync_device(const char *what)
-{
-    cudaError_t err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cudaDeviceSynchronize();
-    Py_END_ALLOW_THREADS
-    if (err != cudaSuccess) {
-        gp_set_cuda_error(err, what, __FILE__, __LINE__);
-        return -1;
-    }
-    return 0;
-}
-
 /* _current_device() -> int: the calling thread's current device (NoDeviceError without one). */
 static PyObject *
 current_device(PyObject *module, PyObject *unused)
@@ -93,18 +80,19 @@ error:
     return NULL;
 }
 
-/* _synchronize(): cudaDeviceSynchronize with the GIL released. */
+/* _synchronize(): waits for the current device, GIL released, Ctrl-C answered (gpu_wait.h). */
 static PyObject *
 synchronize(PyObject *module, PyObject *unused)
 {
-    if (gp_require_device() < 0 || gp_sync_device("cudaDeviceSynchronize") < 0)
+    if (gp_require_device() < 0 || gp_wait_device("cudaDeviceSynchronize") < 0)
         return NULL;
     Py_RETURN_NONE;
 }
 
 static PyMethodDef context_methods[] = {
     {"_current_device", current_device, METH_NOARGS, "The calling thread's current device."},
-    {"_synchronize", synchronize, METH_NOARGS, "Wait for all work on the current device."},
+    {"_synchronize", synchronize, METH_NOARGS,
+     "Wait for all work on the current device (GIL released; Ctrl-C interrupts the wait)."},
     {NULL, NULL, 0, NULL},
 };
 

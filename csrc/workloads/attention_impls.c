@@ -1,0 +1,168 @@
+/* The attention implementations (attention_impls.h): the table, its names, "auto". */
+#include "attention_impls.h"
+
+#include <string.h>
+
+static cudaError_t
+launch_naive(const gp_attn_params *p, void *workspace, cudaStream_t stream)
+{
+    return gp_attn_naive(p, workspace, stream);
+}
+
+static cudaError_t
+launch_flash(const gp_attn_params *p, void *workspace, cudaStream_t stream)
+{
+    (void)workspace;
+    return gp_attn_flash(p, stream);
+}
+
+static cudaError_t
+launch_flash_tc(const gp_attn_params *p, void *workspace, cudaStream_t stream)
+{
+    (void)workspace;
+    return gp_attn_flash_tc(p, stream);
+}
+
+static cudaError_t
+launch_flash_wgmma(const gp_attn_params *p, void *workspace, cudaStream_t stream)
+{
+    (void)workspace;
+    return gp_attn_flash_wgmma_launch(p, stream);
+}
+
+const gp_attn_impl gp_attn_impls[IMPL_COUNT] = {
+    [IMPL_NAIVE] = {"naive",
+                    "float32, float16, bfloat16; head_dim up to 256 (tensor cores for fp16/bf16 "
+                    "at head_dim 64 and 128 with 16-byte aligned rows)",
+                    "any CUDA device", "the seq x seq scores of every (batch, head) in fp32", 0,
+                    gp_attn_naive_supports, gp_attn_naive_workspace_bytes, launch_naive},
+    [IMPL_FLASH] = {"flash", "float32, float16, bfloat16 (fp32 arithmetic); head_dim 64 or 128",
+                    "any CUDA device", NULL, 0, gp_attn_flash_supports, NULL, launch_flash},
+    [IMPL_FLASH_TC] = {"flash_tc",
+                       "float16, bfloat16; head_dim 64 or 128; 16-byte aligned rows",
+                       "compute capability 8.0 or newer", NULL, 1, gp_attn_flash_tc_supports, NULL,
+                       launch_flash_tc},
+    [IMPL_FLASH_WGMMA] = {"flash_wgmma",
+                          "float16, bfloat16; head_dim 64 or 128; 16-byte aligned rows; "
+                          "non-negative strides below 2**39 elements",
+                          "compute capability 9.0 (Hopper), a build with sm_90a code", NULL, 1,
+                          gp_attn_flash_wgmma_supports, NULL, launch_flash_wgmma},
+};
+
+const char *
+gp_attn_impl_name(int impl)
+{
+    return impl == IMPL_AUTO ? "auto" : gp_attn_impls[impl].name;
+}
+
+int
+gp_attn_parse_impl(const char *name, int *out)
+{
+    for (int i = 0; i <= IMPL_AUTO; i++)
+        if (strcmp(name, gp_attn_impl_name(i)) == 0) {
+            *out = i;
+            return 0;
+        }
+    /* "impl must be 'naive', 'flash', ... or 'auto', got 'x'", from the table */
+    PyObject *names = PyUnicode_FromString("");
+    for (int i = 0; names != NULL && i < IMPL_COUNT; i++)
+        Py_SETREF(names, PyUnicode_FromFormat("%U'%s', ", names, gp_attn_impls[i].name));
+    if (names == NULL)
+        return -1;
+    PyObject *listed = PyUnicode_Substring(names, 0, PyUnicode_GetLength(names) - 2);
+    Py_DECREF(names);
+    if (listed == NULL)
+        return -1;
+    PyErr_Format(PyExc_ValueError, "attention: impl must be %U or 'auto', got '%s'", listed, name);
+    Py_DECREF(listed);
+    return -1;
+}
+
+static int
+supported(int impl, const gp_attn_params *p)
+{
+    return gp_attn_impls[impl].supports(p);
+}
+
+static int
+explain_unsupported(int impl, const gp_attn_params *p)
+{
+    const char *name = gp_attn_impls[impl].name;
+    const int tensor_cores = gp_attn_impls[impl].tensor_cores;
+    if (tensor_cores && p->dtype == GP_ATTN_F32)
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='%s' supports float16 and "
+                     "bfloat16, got float32 (impl='flash' and 'naive' take float32)",
+                     name);
+    else if (impl != IMPL_NAIVE && p->head_dim != 64 && p->head_dim != 128)
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='%s' supports head_dim 64 and 128, got "
+                     "%d (impl='naive' takes any head_dim up to %d)",
+                     name, p->head_dim, GP_ATTN_NAIVE_MAX_HEAD_DIM);
+    else if (impl == IMPL_NAIVE && p->head_dim > GP_ATTN_NAIVE_MAX_HEAD_DIM)
+        PyErr_Format(PyExc_ValueError,
+                     "attention: head_dim %d is not supported: impl='naive' "
+                     "takes up to %d, 'flash' and 'flash_tc' take 64 and 128",
+                     p->head_dim, GP_ATTN_NAIVE_MAX_HEAD_DIM);
+    else if (tensor_cores && !gp_attn_rows_aligned16(p))
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='%s' needs 16-byte aligned rows: "
+                     "data pointers and the batch, head and seq strides must be multiples of "
+                     "8 elements (impl='flash' has no such need)",
+                     name);
+    else if (impl == IMPL_FLASH_WGMMA)
+        PyErr_SetString(PyExc_ValueError,
+                        "attention: impl='flash_wgmma' needs non-negative batch, head and seq "
+                        "strides below 2**39 elements (TMA tensor maps)");
+    else
+        PyErr_Format(PyExc_ValueError,
+                     "attention: impl='%s' cannot take shape (%d, %d, %d, %d): "
+                     "seq is too long for its grid",
+                     name, p->batch, p->heads, p->seq, p->head_dim);
+    return -1;
+}
+
+/* The fastest implementation that takes these arguments, or the requested one if it can. */
+int
+gp_attn_choose_impl(int requested, const gp_attn_params *p, int *chosen)
+{
+    if (requested != IMPL_AUTO) {
+        *chosen = requested;
+        return supported(requested, p) ? 0 : explain_unsupported(requested, p);
+    }
+    static const int order[] = {IMPL_FLASH_TC, IMPL_FLASH, IMPL_NAIVE};
+    for (int i = 0; i < 3; i++)
+        if (supported(order[i], p)) {
+            *chosen = order[i];
+            return 0;
+        }
+    return explain_unsupported(IMPL_NAIVE, p);
+}
+
+/* impl="auto" on Hopper: flash_wgmma where flash_tc was chosen and the current device runs it
+ * (called with the arrays' device current). */
+void
+gp_attn_prefer_wgmma(int requested, const gp_attn_params *p, int *impl)
+{
+    if (requested == IMPL_AUTO && *impl == IMPL_FLASH_TC && supported(IMPL_FLASH_WGMMA, p) &&
+        gp_attn_flash_wgmma_runnable())
+        *impl = IMPL_FLASH_WGMMA;
+}
+
+PyObject *
+gp_attn_impls_as_python(void)
+{
+    PyObject *table = PyTuple_New(IMPL_COUNT);
+    for (int i = 0; table != NULL && i < IMPL_COUNT; i++) {
+        const gp_attn_impl *m = &gp_attn_impls[i];
+        PyObject *entry = Py_BuildValue("{s:s, s:s, s:s, s:z, s:O}", "name", m->name, "takes",
+                                        m->takes, "devices", m->devices, "workspace",
+                                        m->workspace, "tensor_cores",
+                                        m->tensor_cores ? Py_True : Py_False);
+        if (entry == NULL)
+            Py_CLEAR(table);
+        else
+            PyTuple_SET_ITEM(table, i, entry);
+    }
+    return table;
+}

@@ -1,0 +1,226 @@
+"""The gpu_benchmark plugin at pytest-benchmark's level, driven through pytester: the storage
+folder of numbered runs, autosave, compare with the newest run / a number / a path,
+compare-fail expressions, only/skip, the pytest-benchmark JSON export read by `gpuprofile
+compare`, samples on request, histograms, and host-clock rows without a mode. The benchmarks use
+the host clock, so these tests behave the same with and without a GPU."""
+
+import json
+import os
+
+import numpy  # noqa: F401  (inline pytester runs drop modules they import; numpy cannot load twice)
+import pytest
+
+from gpuprofile.bench.files import load_results
+from gpuprofile.bench.storage import machine_id, machine_info
+from gpuprofile.cli import main
+
+pytest_plugins = ["pytester"]
+
+QUICK = "clock='host', warmup=0, min_time=0.01, max_time=0.5, max_noise=0.5"
+
+TESTS = f"""
+import time
+import pytest
+
+def work(x):
+    time.sleep(0.0005)
+    return x * 2
+
+@pytest.mark.gpu_benchmark(group="sleepers", {QUICK})
+def test_bench(gpu_benchmark):
+    assert gpu_benchmark(work, 21) == 42
+
+@pytest.mark.gpu_benchmark({QUICK})
+def test_bench_sum(gpu_benchmark):
+    gpu_benchmark(sum, range(10))
+
+def test_plain():
+    assert work(1) == 2
+"""
+
+
+@pytest.fixture
+def suite(pytester):
+    pytester.makepyfile(test_suite=TESTS)
+    return pytester
+
+
+def machine_folder(pytester):
+    (folder,) = (pytester.path / ".gpu_benchmarks").iterdir()
+    return folder
+
+
+def saved(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def scale_saved(path, scale):
+    """Make a saved run `scale` times as fast as measured (every time statistic)."""
+    data = saved(path)
+    for r in data["results"]:
+        for key in ("median_ms", "ci_low_ms", "ci_high_ms", "mean_ms", "min_ms", "max_ms",
+                    "p10_ms", "p90_ms", "stdev_ms", "iqr_ms"):
+            r[key] *= scale
+        r.pop("samples", None)
+    path.write_text(json.dumps(data))
+
+
+def test_autosave_numbers_runs_per_machine_and_compare_finds_them(suite):
+    suite.runpytest("--gpu-benchmark-autosave").assert_outcomes(passed=3)
+    suite.runpytest("--gpu-benchmark-save=tuned").assert_outcomes(passed=3)
+    folder = machine_folder(suite)
+    names = sorted(os.listdir(folder))
+    assert names[0].startswith("0001_unversioned_") and names[1] == "0002_tuned.json"
+    assert folder.name == machine_id(machine_info())  # .gpu_benchmarks/Linux-CPython-3.11-no_gpu
+    data = saved(folder / names[0])
+    assert set(data["machine_info"]) >= {"node", "gpu", "nvidia_driver", "cuda_driver", "cuda_runtime"}
+    assert "error" in data["commit_info"] and data["datetime"].endswith("+00:00")
+    assert all("samples" not in r for r in data["results"])
+    latest = suite.runpytest("--gpu-benchmark-compare")
+    latest.assert_outcomes(passed=3)
+    latest.stdout.fnmatch_lines(["*saved*ratio*verdict*", f"compared with {folder / names[1]}"])
+    first = suite.runpytest("--gpu-benchmark-compare=1")
+    first.stdout.fnmatch_lines([f"compared with {folder / names[0]}"])
+    missing = suite.runpytest("--gpu-benchmark-compare=7")
+    assert missing.ret == pytest.ExitCode.USAGE_ERROR
+    missing.stderr.fnmatch_lines(["*--gpu-benchmark-compare=7: no run numbered 7 in*"])
+
+
+def test_compare_with_an_empty_storage_says_so_and_passes(suite):
+    result = suite.runpytest("--gpu-benchmark-compare", "--gpu-benchmark-compare-fail=median:5%")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*nothing compared: no saved run in*"])
+
+
+def test_compare_fail_expressions_per_statistic(suite):
+    base = suite.path / "base.json"
+    suite.runpytest(f"--gpu-benchmark-save={base}").assert_outcomes(passed=3)
+    scale_saved(base, 0.1)  # the saved run was 10x faster
+    result = suite.runpytest(f"--gpu-benchmark-compare={base}",
+                             "--gpu-benchmark-compare-fail=min:50%,median:5%",
+                             "--gpu-benchmark-compare-fail=ops:20%")
+    result.assert_outcomes(failed=2, passed=1)
+    result.stdout.fnmatch_lines([
+        "*test_bench: min:50%: min * ms vs saved * ms, up by *% (more than 50%); median:5%: median "
+        "*slower by more than 5 % with 95 % confidence*; ops:20%: * ops/s vs saved * ops/s, down by*"])
+    # 10x slower passes thresholds above 900 % (not max's: one preempted call moves it)
+    loose = suite.runpytest(f"--gpu-benchmark-compare={base}",
+                            "--gpu-benchmark-compare-fail=median:2000%,mean:2000%")
+    loose.assert_outcomes(passed=3)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gpu-benchmark-compare-fail=median:5%"],
+     "--gpu-benchmark-compare-fail needs --gpu-benchmark-compare*"),
+    (["--gpu-benchmark-compare=base.json", "--gpu-benchmark-compare-fail=speed:5%"],
+     "*--gpu-benchmark-compare-fail: 'speed:5%': unknown statistic 'speed'*"),
+    (["--gpu-benchmark-only", "--gpu-benchmark-skip"], "*exclude each other*"),
+    (["--gpu-benchmark-only", "--gpu-benchmark-disable"], "*exclude each other*"),
+])
+def test_usage_errors(suite, args, message):
+    (suite.path / "base.json").write_text('{"results": []}')
+    result = suite.runpytest(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{message}"])
+
+
+def test_only_and_skip_split_benchmarks_from_unit_tests(suite):
+    only = suite.runpytest("--gpu-benchmark-only", "-rs")
+    only.assert_outcomes(passed=2, skipped=1)
+    only.stdout.fnmatch_lines(["*not a gpu_benchmark test (--gpu-benchmark-only)*"])
+    skip = suite.runpytest("--gpu-benchmark-skip", "-rs")
+    skip.assert_outcomes(passed=1, skipped=2)
+    skip.stdout.fnmatch_lines(["*a gpu_benchmark test (--gpu-benchmark-skip)*"])
+
+
+def test_json_export_with_samples_is_read_by_gpuprofile_compare(suite, capsys):
+    out, base = suite.path / "out.json", suite.path / "base.json"
+    result = suite.runpytest(f"--gpu-benchmark-json={out}", f"--gpu-benchmark-save={base}",
+                             "--gpu-benchmark-save-data")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([f"saved 2 result(s) to {base}", f"wrote pytest-benchmark JSON to {out}"])
+    doc = saved(out)
+    assert [b["fullname"] for b in doc["benchmarks"]] == ["test_suite.py::test_bench",
+                                                          "test_suite.py::test_bench_sum"]
+    b = doc["benchmarks"][0]
+    assert b["group"] == "sleepers" and b["name"] == "test_bench"
+    assert b["stats"]["rounds"] == len(b["stats"]["data"]) and 4e-4 < b["stats"]["median"] < 0.05
+    assert b["stats"]["ops"] == pytest.approx(1 / b["stats"]["mean"])
+    assert len(saved(base)["results"][0]["samples"]) == saved(base)["results"][0]["iterations"]
+    assert [r.name for r in load_results(out)] == [r.name for r in load_results(base)]
+    assert main(["compare", str(base), str(out), "--fail-slower", "1"]) == 0  # the same run
+    assert "test_suite.py::test_bench_sum" in capsys.readouterr().out
+
+
+def test_histogram_svg_per_group_and_host_rows_without_mode(suite):
+    prefix = suite.path / "plots" / "h"
+    result = suite.runpytest(f"--gpu-benchmark-histogram={prefix}")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines([f"wrote histogram {prefix}.svg", f"wrote histogram {prefix}-sleepers.svg"])
+    for path in (f"{prefix}.svg", f"{prefix}-sleepers.svg"):
+        with open(path) as f:
+            assert "<svg" in f.read(2000)
+    leftovers = [n for n in os.listdir(prefix.parent) if n.endswith(".tmp")]
+    assert leftovers == []  # written through a temporary file and renamed
+    # host-clock rows: the mode column says "-", never "cold"
+    result.stdout.fnmatch_lines(["name*median*noise*iterations*mode*clock",
+                                 "test_suite.py::test_bench_sum * -*host"])
+    assert "cold" not in result.stdout.str()
+
+
+def test_each_rank_saves_its_file_of_a_numbered_run_and_compares_with_it(suite, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    suite.runpytest("--gpu-benchmark-autosave").assert_outcomes(passed=3)
+    (run,) = machine_folder(suite).iterdir()
+    assert run.name.startswith("0001_") and run.name.endswith(".rank1.json")
+    assert saved(run)["rank"] == 1
+    again = suite.runpytest("--gpu-benchmark-compare", "--gpu-benchmark-autosave")
+    again.assert_outcomes(passed=3)
+    again.stdout.fnmatch_lines([f"compared with {run}", "saved 2 result(s) to *0002_*.rank1.json"])
+
+
+def test_columns_and_sort_of_the_summary(suite):
+    result = suite.runpytest("--gpu-benchmark-columns=min,ops,rounds", "--gpu-benchmark-sort=min",
+                             "-p", "no:randomly")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["name*min*ops*rounds", "test_suite.py::test_bench_sum * 1"])
+    assert "median" not in result.stdout.str().split("gpu benchmarks")[1].split("note:")[0]
+    bad = suite.runpytest("--gpu-benchmark-columns=median,speed")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--gpu-benchmark-columns: unknown column(s) [[]'speed'[]]: choose from*"])
+
+
+def test_summary_rows_follow_the_sort():
+    from gpuprofile.bench.suite_summary import summary_lines
+
+    def entry(name, median, noise):
+        return {"name": name, "group": None, "result": {
+            "median_ms": median, "min_ms": median, "mean_ms": median, "rel_noise": noise,
+            "iterations": 10, "mode": "cold", "clock": "cupti", "rounds": 1}}
+
+    entries = [entry("a", 3.0, 0.01), entry("b", 1.0, 0.03), entry("c", 2.0, float("nan"))]
+    def names(**kw):
+        return [line.split()[0] for line in summary_lines(entries, **kw)[2:5]]
+    assert names() == ["a", "b", "c"]
+    assert names(sort="median") == ["b", "c", "a"]
+    assert names(sort="noise") == ["a", "b", "c"]  # NaN last
+    assert names(sort="ops") == ["a", "c", "b"]  # fewest operations per second first
+    lines = summary_lines(entries, columns=("median", "ops"))
+    assert lines[0].split() == ["name", "median", "ops"] and lines[2].split() == ["a", "3", "ms", "333.3"]
+
+
+def test_a_saved_run_of_another_gpu_is_noted(suite):
+    base = suite.path / "base.json"
+    suite.runpytest(f"--gpu-benchmark-save={base}").assert_outcomes(passed=3)
+    data = saved(base)
+    data["machine_info"]["gpu"], data["machine_info"]["nvidia_driver"] = "Other GPU", "999.1"
+    base.write_text(json.dumps(data))
+    result = suite.runpytest(f"--gpu-benchmark-compare={base}")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["note: the saved run was measured with gpu Other GPU, nvidia_driver "
+                                 "999.1, *; this run with gpu *"])
+    suite.runpytest(f"--gpu-benchmark-save={base}").assert_outcomes(passed=3)
+    same = suite.runpytest(f"--gpu-benchmark-compare={base}")
+    assert "note: the saved run was measured with" not in same.stdout.str()
