@@ -45,26 +45,3 @@ def collective_corrections(ends) -> tuple:
     corrected = e + correction[:, None]
     spread = corrected.max(axis=0) - corrected.min(axis=0)
     return [int(c) for c in correction], int(np.median(spread)), int(spread.max())
-
-
-def union_ns(start, end, lo: int | None = None, hi: int | None = None) -> int:
-    """Length of the union of the intervals [start, end), clipped to [lo, hi) when given."""
-    s = np.asarray(start, dtype=np.int64)
-    e = np.asarray(end, dtype=np.int64)
-    if lo is not None:
-        s = np.maximum(s, lo)
-    if hi is not None:
-        e = np.minimum(e, hi)
-    keep = e > s
-    s, e = s[keep], e[keep]
-    if not s.size:
-        return 0
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], np.maximum.accumulate(e[order])
-    # a new run starts where an interval begins after every earlier one ended
-    new = np.r_[True, s[1:] > e[:-1]]
-    run = np.cumsum(new) - 1
-    run_start = s[new]
-    run_end = np.zeros(run_start.size, np.int64)
-    np.maximum.at(run_end, run, e)
-    return int((run_end - run_start).sum())

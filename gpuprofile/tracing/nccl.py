@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 COLLECTIVES = ("AllReduce", "AllGather", "ReduceScatter", "Broadcast", "Reduce", "SendRecv",
                "Send", "Recv", "AllToAll")
 _BY_KEY = {c.lower(): c for c in COLLECTIVES}
@@ -75,3 +77,33 @@ def bandwidth(op: str, nbytes: int, duration_ns: float, ranks: int) -> tuple:
     algbw = nbytes / duration_ns
     factor = bus_factor(op, ranks)
     return algbw, (algbw * factor if factor is not None else None)
+
+
+COLLECTIVE_REGION = "collective "  # gpuprofile.distributed.collective()'s region names
+
+
+def region_bytes(region: str, op: str):
+    """Bytes named by a collective() region ('collective AllReduce 4096 B') when it names the
+    same collective `op`, else None."""
+    if not region.startswith(COLLECTIVE_REGION):
+        return None
+    parts = region[len(COLLECTIVE_REGION):].split()
+    if (len(parts) == 3 and parts[2] == "B" and parts[1].isascii() and parts[1].isdigit()
+            and len(parts[1]) <= 18 and canonical_op(parts[0]) == op):  # within int64
+        return int(parts[1])
+    return None
+
+
+def parse_names(names) -> dict:
+    """parse_kernel over many kernel names, each distinct name parsed once: {'collective',
+    'nccl_algorithm', 'nccl_protocol'} as object arrays, '' for kernels that are not NCCL's."""
+    cache: dict = {}
+    rows = []
+    for name in list(names):
+        if name not in cache:
+            parsed = parse_kernel(str(name))
+            cache[name] = ((parsed["op"], parsed["algorithm"], parsed["protocol"])
+                           if parsed is not None else ("", "", ""))
+        rows.append(cache[name])
+    out = np.array(rows, dtype=object).reshape(-1, 3)
+    return {"collective": out[:, 0], "nccl_algorithm": out[:, 1], "nccl_protocol": out[:, 2]}

@@ -513,13 +513,18 @@ class Profile:
 
     def to_pandas(self, table: str = "kernels"):
         """One record table as a pandas DataFrame (needs pandas): 'kernels' (default), 'memcpy',
-        'memset' or 'memory', the columns of the NumPy array of that name. The grouped tables:
+        'memset' or 'memory', the columns of the NumPy array of that name, or 'events': all of them
+        in one table, the columns of to_arrow() (docs/tracing.md). The grouped tables:
         p.summary().to_pandas(by="kernel" | "region" | "memory"), p.by_line().to_pandas()."""
         from .._tables import array_frame
 
-        tables = ("kernels", "memcpy", "memset", "memory")
+        tables = ("kernels", "memcpy", "memset", "memory", "events")
         if table not in tables:
             raise ValueError(f"table must be one of {tables}, got {table!r}")
+        if table == "events":  # the columns of to_arrow(), without needing pyarrow
+            from .columns import to_frame
+
+            return to_frame(self._columns()[0])
         return array_frame(getattr(self, table))
 
     def export_collapsed_stacks(self, path, collapse_libraries: bool = False) -> str:
@@ -540,7 +545,7 @@ class Profile:
         gpuprofile.sample() (PM sampling) taken during the profile, added as counter tracks of
         their GPU. In a multi-rank job the file is per rank (trace.rank1.json.gz, or `{rank}` in
         `path`; docs/distributed.md). Returns the path written."""
-        from ..distributed import clock_pair, rank_path, trace_metadata
+        from ..distributed import rank_path
         from .chrome_trace import write_chrome_trace
 
         w = self._stopped()
@@ -550,14 +555,47 @@ class Profile:
             rank_path(path), kernels=self.kernels, memcpy=self.memcpy, memset=self.memset,
             memory=self.memory if self.mask & MEMORY else None, regions=self._records,
             offset_ns=w.offset_ns, t0_ns=w.t0, t1_ns=w.t1, details=details,
-            metadata={"dropped_records": self.dropped, "partial": w.partial,
-                      "clock_offset_ns": w.offset_ns,
-                      "clock_offset_uncertainty_ns": w.offset_uncertainty_ns,
-                      **trace_metadata(self._cached("pair", lambda: w.clock_pair or clock_pair(
-                          w.offset_ns, w.offset_uncertainty_ns)))},
+            metadata=self._trace_metadata(),
             kernel_codes={"name": codes["name"], "region": region}, samples=samples,
             nccl_bytes=collectives.per_kernel_bytes(self._matched_collectives(), len(self.kernels)),
         )
+
+    def _trace_metadata(self) -> dict:
+        """What every exported file says about its rank, records and clocks (Chrome trace's
+        otherData, the Parquet file's metadata)."""
+        from ..distributed import clock_pair, trace_metadata
+
+        w = self._stopped()
+        return {"dropped_records": self.dropped, "partial": w.partial,
+                "clock_offset_ns": w.offset_ns,
+                "clock_offset_uncertainty_ns": w.offset_uncertainty_ns,
+                **trace_metadata(self._cached("pair", lambda: w.clock_pair or clock_pair(
+                    w.offset_ns, w.offset_uncertainty_ns)))}
+
+    def _columns(self) -> tuple:
+        from .columns import profile_columns
+
+        return profile_columns(self, self._trace_metadata())
+
+    def to_arrow(self):
+        """Every kernel, copy, set, region, region GPU span and memory event as one
+        pyarrow.Table, a row each (needs pyarrow); the rank, clock pair and time zero are in its
+        schema metadata (b"gpuprofile", JSON). The columns are in docs/tracing.md."""
+        from .columns import require_pyarrow, to_arrow
+
+        require_pyarrow()
+        return to_arrow(*self._columns())
+
+    def export_parquet(self, path) -> str:
+        """Write to_arrow() as a Parquet file (needs pyarrow), beside or instead of the Chrome
+        trace: `gpuprofile merge` reads it a rank at a time, and DuckDB or pandas query it
+        (docs/distributed.md). In a multi-rank job the file is per rank (trace.rank1.parquet).
+        Returns the path written."""
+        from ..distributed import rank_path
+        from .columns import require_pyarrow, to_arrow, write_parquet
+
+        require_pyarrow()
+        return write_parquet(rank_path(path), to_arrow(*self._columns()))
 
     def to_dict(self) -> dict:
         """Counts, the summary and how it was measured (the record arrays stay NumPy arrays:

@@ -55,9 +55,14 @@ def gloo_rank(rank: int, world: int, port: int, out: str) -> None:
 
 
 def nccl_rank(rank: int, world: int, port: int, out: str, steps: int, slow_rank: int,
-              slow_step: int) -> None:
+              slow_step: int, late_rank: int = -1, late_step: int = -1,
+              parquet: bool = False) -> None:
     """One GPU rank: `steps` steps of matmuls then an all_reduce in a collective() region, traced;
-    `slow_rank` does four times the work in `slow_step`, so it arrives last there."""
+    `slow_rank` does four times the work in `slow_step`, so it arrives last there; `late_rank`
+    waits for its GPU and sleeps 20 ms on the host before launching the all_reduce of
+    `late_step` (a late launch: its GPU idles). `parquet`: also export trace.rank{r}.parquet."""
+    import time
+
     import torch
 
     import gpuprofile as gp
@@ -68,19 +73,25 @@ def nccl_rank(rank: int, world: int, port: int, out: str, steps: int, slow_rank:
         a = torch.randn(2048, 2048, device="cuda")
         grad = torch.randn(8 << 20, device="cuda")  # 32 MiB
         nbytes = grad.numel() * grad.element_size()
-        dist.all_reduce(grad)  # NCCL's communicator is set up outside the trace
+        a = (a @ a).clamp_(-1, 1)  # cuBLAS, and NCCL's communicator, are set up outside the trace
+        dist.all_reduce(grad)
         torch.cuda.synchronize()
         with gp.profile() as p:
             for s in range(steps):
                 with gp.region("step"):
                     for _ in range(4 * 8 if (rank == slow_rank and s == slow_step) else 8):
                         a = (a @ a).clamp_(-1, 1)
+                    if rank == late_rank and s == late_step:
+                        torch.cuda.synchronize()
+                        time.sleep(0.02)
                     with gp.distributed.collective("all_reduce", nbytes):
                         dist.all_reduce(grad)
             torch.cuda.synchronize()
         path = p.export_chrome_trace(os.path.join(out, "trace.json.gz"))
+        columns = p.export_parquet(os.path.join(out, "trace.parquet")) if parquet else None
         with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
-            json.dump({"path": path, "nbytes": nbytes, "info": list(gp.rank_info())}, f)
+            json.dump({"path": path, "parquet": columns, "nbytes": nbytes,
+                       "info": list(gp.rank_info())}, f)
         dist.barrier()
     finally:
         dist.destroy_process_group()

@@ -23,41 +23,123 @@ def rank_profile(rank: int, steps, cupti_base: int, wall_error: int, pair_uncert
     allreduce_end = 50_000]), in ns after the step's start, which is k * STEP + 1000 on every
     rank. Its CUPTI clock reads true + cupti_base; its wall clock is off by
     `wall_error` ns."""
-    n = len(steps)
-    k = np.zeros(2 * n, KERNEL_RAW)
-    spec = []
-    for s, (compute_end, ar_start, *ar_end) in enumerate(steps):
+    per_step = [[(0, 0, compute_end, 7), (1, ar_start, (ar_end or [50_000])[0], 13)]
+                for compute_end, ar_start, *ar_end in steps]
+    return kernels_profile(rank, per_step, cupti_base, wall_error, pair_uncertainty)
+
+
+def kernels_profile(rank: int, per_step, cupti_base: int, wall_error: int = 0,
+                    pair_uncertainty=100):
+    """A stopped Profile of one rank whose step s runs the kernels per_step[s]: (name id: 0
+    compute, 1 NCCL AllReduce; start, end in ns after the step's start; stream). A step starts
+    at s * STEP + 1000 (true time); compute kernels belong to the step region, NCCL kernels to
+    a collective() region inside it."""
+    n = sum(len(ks) for ks in per_step)
+    k = np.zeros(n, KERNEL_RAW)
+    spec, regions, j = [], [], 0
+    for s, ks in enumerate(per_step):
         base = cupti_base + s * STEP + 1000
-        k[2 * s]["start"], k[2 * s]["end"] = base, base + compute_end
-        k[2 * s + 1]["start"], k[2 * s + 1]["end"] = base + ar_start, base + (ar_end or [50_000])[0]
         host = base - HOST_OFFSET
-        spec += [("step", -1, host - 500, host + 45_000, False),
-                 (f"collective AllReduce {NBYTES} B", 2 * s, host + 20_000, host + 21_000, False)]
-    k["name_id"] = np.tile([0, 1], n)
-    k["correlation_id"] = np.arange(1, 2 * n + 1)
+        step_record = len(spec)
+        spec.append(("step", -1, host - 500, host + 45_000, False))
+        for name_id, start, end, stream in ks:
+            k[j]["start"], k[j]["end"] = base + start, base + end
+            k[j]["name_id"], k[j]["stream"] = name_id, stream
+            if name_id == 1:
+                regions.append(len(spec))
+                spec.append((f"collective AllReduce {NBYTES} B", step_record, host + 20_000,
+                             host + 21_000, False))
+            else:
+                regions.append(step_record)
+            j += 1
+    k["correlation_id"] = np.arange(1, n + 1)
     k["device"] = rank
-    k["stream"] = np.tile([7, 13], n)
     k["block_x"] = k["block_y"] = k["block_z"] = 1
-    regions = np.ravel([[2 * s, 2 * s + 1] for s in range(n)])  # compute in step, nccl in region
-    _, ext = S.kernels(2 * n, regions=regions)
+    _, ext = S.kernels(n, regions=regions)
     w = S.window(k, ext, names=NAMES)
     pair = {"cupti_ns": cupti_base + 10_000, "wall_ns": WALL0 + 10_000 + wall_error,
             "uncertainty_ns": pair_uncertainty}
-    w = Window(t0=cupti_base, t1=cupti_base + n * STEP + 10_000, offset_ns=HOST_OFFSET,
+    w = Window(t0=cupti_base, t1=cupti_base + len(per_step) * STEP + 10_000, offset_ns=HOST_OFFSET,
                offset_uncertainty_ns=20, chunk=w.chunk, clock_pair=pair)
     return Profile._from_window(w, S.region_records(spec), S.LIMITS)
 
 
-def export_ranks(tmp_path, monkeypatch, per_rank, bases, errors, name="trace.json.gz"):
-    """Export each rank's profile as that rank (RANK/WORLD_SIZE set as torchrun sets them);
-    returns the paths written."""
+def export_ranks(tmp_path, monkeypatch, per_rank, bases, errors, name="trace.json.gz",
+                 make=rank_profile):
+    """Export each rank's profile as that rank (RANK/WORLD_SIZE set as torchrun sets them), as
+    a Chrome trace, or as Parquet when `name` ends in .parquet; returns the paths written."""
     paths = []
     world = len(per_rank)
     for r, steps in enumerate(per_rank):
         monkeypatch.setenv("RANK", str(r))
         monkeypatch.setenv("WORLD_SIZE", str(world))
         monkeypatch.setenv("LOCAL_RANK", str(r))
-        paths.append(rank_profile(r, steps, bases[r], errors[r]).export_chrome_trace(tmp_path / name))
+        p = make(r, steps, bases[r], errors[r])
+        export = p.export_parquet if str(name).endswith(".parquet") else p.export_chrome_trace
+        paths.append(export(tmp_path / name))
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(var)
     return paths
+
+
+# ---- at scale: many ranks of many kernels, a slow rank planted in every step ----------------
+
+KERNEL_NS, GAP_NS, TRANSFER_NS = 4_000, 1_000, 30_000
+
+
+def planted(step: int, world: int) -> tuple:
+    """The rank that holds the others back in `step`, why ('compute' on even steps, 'late
+    launch' on odd ones) and by how many ns: the answer the merge must find."""
+    return (step * 7 + 3) % world, ("compute" if step % 2 == 0 else "late launch"), 20_000 + 1_000 * (step % 7)
+
+
+def scale_profile(rank: int, world: int, steps: int, per_step: int, seed: int = 0):
+    """A stopped Profile of one rank of a `world`-rank job: `steps` steps of `per_step` compute
+    kernels back to back, then an AllReduce that ends TRANSFER_NS after the last rank joined.
+    The planted() rank of a step either runs its compute kernels slower ('compute') or launches
+    its AllReduce late ('late launch'). Each rank's CUPTI clock and wall-clock error differ."""
+    rng = np.random.default_rng(seed * 1_000_003 + rank)
+    cupti_base = 1_000_000_000 * (rank + 1) + int(rng.integers(0, 1_000_000))
+    wall_error = int(rng.integers(-50_000, 50_000))
+    s = np.arange(steps, dtype=np.int64)
+    who, why, late = zip(*(planted(int(k), world) for k in s), strict=True)
+    mine = np.array(who) == rank
+    slow = mine & (np.array(why) == "compute")
+    launch = mine & (np.array(why) == "late launch")
+    late = np.array(late, np.int64)
+    length = np.where(slow, KERNEL_NS + late // per_step + 1, KERNEL_NS)  # per compute kernel
+    normal_end = per_step * (KERNEL_NS + GAP_NS)
+    compute_end = per_step * (length + GAP_NS)
+    ar_start = compute_end + GAP_NS + np.where(launch, late, 0)
+    joined = normal_end + GAP_NS + late  # the planted rank's start, on every rank
+    period = normal_end + 3 * late.max() + TRANSFER_NS + 10_000
+    step0 = cupti_base + 1000 + s * period
+    j = np.arange(per_step, dtype=np.int64)
+    k = np.zeros(steps * (per_step + 1), KERNEL_RAW)
+    comp = (step0[:, None] + j[None, :] * (length[:, None] + GAP_NS))
+    start = np.concatenate([comp, (step0 + ar_start)[:, None]], axis=1).reshape(-1)
+    end = np.concatenate([comp + length[:, None], (step0 + joined + TRANSFER_NS)[:, None]],
+                         axis=1).reshape(-1)
+    k["start"], k["end"] = start, end
+    k["name_id"] = np.tile(np.r_[np.arange(per_step) % 8 + 2, 1], steps)
+    k["stream"] = np.tile(np.r_[np.full(per_step, 7), 13], steps)
+    k["correlation_id"] = np.arange(1, k.size + 1)
+    k["device"] = rank % 8
+    k["block_x"] = 256
+    k["block_y"] = k["block_z"] = k["grid_y"] = k["grid_z"] = 1
+    k["grid_x"] = 1024
+    regions = np.tile(np.r_[np.zeros(per_step, np.int64), 1], steps) + np.repeat(2 * s, per_step + 1)
+    _, ext = S.kernels(k.size, regions=regions)
+    host = step0 - HOST_OFFSET
+    spec = []
+    for h, a in zip(host.tolist(), ar_start.tolist(), strict=True):
+        spec += [("step", -1, h - 500, h + a + 2000, False),
+                 (f"collective AllReduce {NBYTES} B", len(spec), h + a - 1000, h + a + 1000, False)]
+    names = NAMES + [f"compute_kernel_{i}(float*, int)" for i in range(8)]
+    w = S.window(k, ext, names=names)
+    pair = {"cupti_ns": cupti_base + 10_000, "wall_ns": WALL0 + 10_000 + wall_error,
+            "uncertainty_ns": 100}
+    w = Window(t0=cupti_base, t1=int(end.max()) + 10_000, offset_ns=HOST_OFFSET,
+               offset_uncertainty_ns=20, chunk=w.chunk, clock_pair=pair)
+    limits = {d: S.LIMITS[0] for d in range(8)}
+    return Profile._from_window(w, S.region_records(spec), limits)

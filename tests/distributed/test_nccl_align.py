@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from gpuprofile.tracing import nccl
-from gpuprofile.tracing.align import collective_corrections, union_ns, wall_shifts
+from gpuprofile.tracing.align import collective_corrections, wall_shifts
+from gpuprofile.tracing.analyses import covered, runs
 
 
 @pytest.mark.parametrize("name, op, algo, proto", [
@@ -78,9 +79,29 @@ def test_collective_corrections_without_collectives():
     assert collective_corrections(np.empty((3, 0))) == ([0, 0, 0], None, None)
 
 
-def test_union_ns():
-    assert union_ns([0, 5, 20], [10, 15, 30]) == 25
-    assert union_ns([0, 5, 20], [10, 15, 30], lo=8, hi=25) == 12
-    assert union_ns([0, 0], [10, 10]) == 10
-    assert union_ns([], []) == 0
-    assert union_ns([5], [3]) == 0
+def _union(start, end, lo=-(2**62), hi=2**62):
+    return int(covered(runs(start, end), [lo], [hi])[0])
+
+
+def test_union_of_intervals_inside_windows():
+    assert _union([0, 5, 20], [10, 15, 30]) == 25
+    assert _union([0, 5, 20], [10, 15, 30], lo=8, hi=25) == 12
+    assert _union([0, 0], [10, 10]) == 10
+    assert _union([], []) == 0
+    assert _union([5], [3]) == 0
+    # many windows at once, edges inside runs, between runs and beyond both ends
+    r = runs([20, 0, 5, 40], [30, 10, 15, 41])  # runs [0, 15), [20, 30), [40, 41)
+    assert covered(r, [-5, 3, 15, 25, 29, 50, 7], [2, 22, 20, 45, 29, 60, 7]).tolist() == [
+        2, 14, 0, 6, 0, 0, 0]
+
+
+def test_region_bytes_only_from_a_plain_size_of_the_same_collective():
+    from gpuprofile.tracing.nccl import region_bytes
+
+    assert region_bytes("collective AllReduce 4096 B", "AllReduce") == 4096
+    assert region_bytes("collective all_reduce 4096 B", "AllReduce") == 4096
+    assert region_bytes("collective AllGather 4096 B", "AllReduce") is None
+    assert region_bytes("collective AllReduce 4096 KB", "AllReduce") is None
+    assert region_bytes("step", "AllReduce") is None
+    assert region_bytes("collective AllReduce \u00b2 B", "AllReduce") is None  # a digit, not ASCII
+    assert region_bytes("collective AllReduce " + "9" * 30 + " B", "AllReduce") is None  # > int64

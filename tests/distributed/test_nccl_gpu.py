@@ -1,5 +1,8 @@
 """A real NCCL job, traced per rank and merged (needs >= 2 GPUs and torch with NCCL; 4 ranks
-where there are 4 GPUs). NVLink multicast stays off (dist_workers.MULTICAST_OFF)."""
+where there are 4 GPUs). NVLink multicast stays off (dist_workers.MULTICAST_OFF). The analyses of
+issue 28 are checked against what the job planted: a rank slow by compute in one step, a rank
+whose host launched the all_reduce 20 ms late in another; Parquet merges like JSON where pyarrow
+is installed."""
 
 import json
 import os
@@ -78,3 +81,57 @@ def test_ddp_collective_sizes_come_from_the_flight_recorder(tmp_path, monkeypatc
     print(result)
     assert len(result.collectives) == ranks[0]["nccl_kernels"]
     assert all(c["bytes"] and c["busbw_gbps"] and 1 < c["busbw_gbps"] < 2000 for c in result.collectives)
+
+
+LATE_RANK, LATE_STEP = 0, 5
+
+
+def _spawn(tmp_path, monkeypatch, world, parquet):
+    for key, value in W.MULTICAST_OFF.items():
+        monkeypatch.setenv(key, value)
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    mp.spawn(W.nccl_rank, args=(world, W.free_port(), str(tmp_path), STEPS + 2, SLOW_RANK,
+                                SLOW_STEP, LATE_RANK, LATE_STEP, parquet), nprocs=world, join=True)
+    return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
+
+
+def test_nccl_job_steps_and_who_held_back(tmp_path, monkeypatch):
+    world = 2
+    if _gpus() < world:
+        pytest.skip(f"needs {world} GPUs, this machine has {_gpus()}")
+    if not torch.distributed.is_nccl_available():
+        pytest.skip("torch has no NCCL")
+    try:
+        import pyarrow  # noqa: F401
+        parquet = True
+    except ImportError:
+        parquet = False
+    ranks = _spawn(tmp_path, monkeypatch, world, parquet)
+    result = gp.merge_traces([r["path"] for r in ranks], tmp_path / "merged.json.gz")
+    print(result)
+    held = {row["step"]: row for row in result.held_back.rows}
+    # the slow rank's compute (4x the matmuls) and the late launch (20 ms of host sleep with an
+    # idle GPU) are the two steps that held the others back most, each for the planted reason
+    assert {result.held_back.rows[0]["step"], result.held_back.rows[1]["step"]} == {SLOW_STEP, LATE_STEP}
+    assert (held[SLOW_STEP]["rank"], held[SLOW_STEP]["reason"]) == (SLOW_RANK, "compute")
+    assert (held[LATE_STEP]["rank"], held[LATE_STEP]["reason"]) == (LATE_RANK, "late launch")
+    assert held[LATE_STEP]["idle_before_ns"] > 15_000_000  # the 20 ms sleep, seen as GPU idle
+    assert held[LATE_STEP]["held_ns"] > 10_000_000
+    assert result.straggler.last[SLOW_STEP] == SLOW_RANK and result.straggler.last[LATE_STEP] == LATE_RANK
+    for row in result.steps.rows:  # the accounting closes on every step of every rank
+        assert row["compute_ns"] > 0 and row["collective_ns"] > 0 and row["idle_ns"] >= 0
+        assert 0 <= row["overlap_ns"] <= min(row["compute_ns"], row["collective_ns"])
+        busy = row["compute_ns"] + row["collective_ns"] - row["overlap_ns"]
+        assert busy + row["idle_ns"] == row["step_ns"]
+    slow = {r["rank"]: r["compute_ns"] for r in result.steps.rows if r["step"] == SLOW_STEP}
+    assert slow[SLOW_RANK] > 2 * slow[1 - SLOW_RANK]
+    for c in result.collectives:
+        assert c["bytes"] == ranks[0]["nbytes"] and c["transfer_ns"] > 0
+    if not parquet:
+        pytest.skip("pyarrow is not installed: the Parquet half did not run (the JSON half passed)")
+    columns = gp.merge_traces([r["parquet"] for r in ranks], tmp_path / "merged-parquet.json.gz")
+    assert columns.alignment == result.alignment
+    assert columns.collectives == result.collectives
+    assert columns.steps.rows == result.steps.rows
+    assert columns.held_back.rows == result.held_back.rows
