@@ -18,6 +18,7 @@ Prints a table last and writes JSON (--output).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -40,37 +41,67 @@ MODES = {
 
 # ---- children: one configuration per process ---------------------------------------------------
 
-def _bare_cupti(kinds=(10,)):
+class BareCupti:
     """A minimal CUPTI client through ctypes: what any tracer pays inside CUPTI for `kinds`
-    (CUpti_ActivityKind values; 10 = CONCURRENT_KERNEL)."""
-    import ctypes
+    (CUpti_ActivityKind values; 10 = CONCURRENT_KERNEL). Buffers are freed unread; enable(),
+    flush() and disable() switch the kinds; session() is one block with them on."""
 
-    from gpuprofile import _C
+    def __init__(self, kinds=(10,)):
+        import ctypes
 
-    lib = ctypes.CDLL(_C._cupti_info()["path"])
-    libc = ctypes.CDLL(None)
-    libc.aligned_alloc.restype = ctypes.c_void_p
-    libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
-    libc.free.argtypes = [ctypes.c_void_p]
-    size = 8 << 20
-    req_t = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
-                             ctypes.POINTER(ctypes.c_size_t))
-    done_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
-                              ctypes.c_size_t, ctypes.c_size_t)
+        from gpuprofile import _C
 
-    def requested(buf, sz, max_records):
-        buf[0] = libc.aligned_alloc(8, size)
-        sz[0] = size
-        max_records[0] = 0
+        self.kinds = tuple(kinds)
+        self.lib = ctypes.CDLL(_C._cupti_info()["path"])
+        libc = ctypes.CDLL(None)
+        libc.aligned_alloc.restype = ctypes.c_void_p
+        libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+        libc.free.argtypes = [ctypes.c_void_p]
+        size = 8 << 20
+        req_t = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p),
+                                 ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t))
+        done_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
+                                  ctypes.c_size_t, ctypes.c_size_t)
 
-    def completed(ctx, stream, buf, sz, valid):
-        libc.free(buf)
+        def requested(buf, sz, max_records):
+            buf[0] = libc.aligned_alloc(8, size)
+            sz[0] = size
+            max_records[0] = 0
 
-    callbacks = (req_t(requested), done_t(completed))
-    assert lib.cuptiActivityRegisterCallbacks(*callbacks) == 0
-    for kind in kinds:
-        assert lib.cuptiActivityEnable(kind) == 0
-    return lambda: lib.cuptiActivityFlushAll(1), callbacks
+        def completed(ctx, stream, buf, sz, valid):
+            libc.free(buf)
+
+        self.callbacks = (req_t(requested), done_t(completed))  # alive as long as the client
+        if self.lib.cuptiActivityRegisterCallbacks(*self.callbacks) != 0:
+            raise RuntimeError("cuptiActivityRegisterCallbacks failed")
+
+    def enable(self) -> None:
+        for kind in self.kinds:
+            if self.lib.cuptiActivityEnable(kind) != 0:
+                raise RuntimeError(f"cuptiActivityEnable({kind}) failed")
+
+    def flush(self) -> None:
+        self.lib.cuptiActivityFlushAll(1)
+
+    def disable(self) -> None:
+        for kind in self.kinds:
+            self.lib.cuptiActivityDisable(kind)
+
+    @contextlib.contextmanager
+    def session(self):
+        self.enable()
+        try:
+            yield self
+        finally:
+            self.flush()
+            self.disable()
+
+
+def _bare_cupti(kinds=(10,)):
+    """A BareCupti with `kinds` on: (its flush, the client to keep alive)."""
+    client = BareCupti(kinds)
+    client.enable()
+    return client.flush, client
 
 
 def child_launch(mode: str, n: int, repeats: int) -> dict:

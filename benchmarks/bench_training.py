@@ -221,8 +221,9 @@ def _contexts(family: str, names: list, tmp: str) -> dict:
             out[m] = (lambda kw=PROFILE_ARGS[m]: gp.profile(**kw)) if m in PROFILE_ARGS \
                 else contextlib.nullcontext
     elif family == "cupti":
-        client = _BareCupti()
-        out["cupti_kernels"] = client.session
+        from bench_tracing import BareCupti
+
+        out["cupti_kernels"] = BareCupti((10,)).session  # CONCURRENT_KERNEL only
     elif family == "torch":
         import torch
 
@@ -247,51 +248,6 @@ def _contexts(family: str, names: list, tmp: str) -> dict:
         for m in names[1:]:
             out[m] = lambda m=m: session(m)
     return out
-
-
-class _BareCupti:
-    """A minimal CUPTI client through ctypes (buffers freed unread): CONCURRENT_KERNEL on for a
-    block, flushed and off after it. What any CUPTI kernel tracer pays, gpuprofile included."""
-
-    KIND = 10  # CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL
-
-    def __init__(self):
-        import ctypes
-
-        from gpuprofile import _C
-
-        self.lib = ctypes.CDLL(_C._cupti_info()["path"])
-        libc = ctypes.CDLL(None)
-        libc.aligned_alloc.restype = ctypes.c_void_p
-        libc.aligned_alloc.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
-        libc.free.argtypes = [ctypes.c_void_p]
-        size = 8 << 20
-        req_t = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p),
-                                 ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t))
-        done_t = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
-                                  ctypes.c_size_t, ctypes.c_size_t)
-
-        def requested(buf, sz, max_records):
-            buf[0] = libc.aligned_alloc(8, size)
-            sz[0] = size
-            max_records[0] = 0
-
-        def completed(ctx, stream, buf, sz, valid):
-            libc.free(buf)
-
-        self.callbacks = (req_t(requested), done_t(completed))  # kept alive with the client
-        if self.lib.cuptiActivityRegisterCallbacks(*self.callbacks) != 0:
-            raise RuntimeError("cuptiActivityRegisterCallbacks failed")
-
-    @contextlib.contextmanager
-    def session(self):
-        if self.lib.cuptiActivityEnable(self.KIND) != 0:
-            raise RuntimeError("cuptiActivityEnable(CONCURRENT_KERNEL) failed")
-        try:
-            yield self
-        finally:
-            self.lib.cuptiActivityFlushAll(1)
-            self.lib.cuptiActivityDisable(self.KIND)
 
 
 def child_run(workload: str, family: str, cfg: dict, rank: int = 0, setup=None, share=None) -> dict:

@@ -24,8 +24,9 @@ def _gpus() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_nccl_ranks_merge_into_one_aligned_trace(tmp_path, monkeypatch, world):
+def _nccl_job(monkeypatch, world: int) -> None:
+    """Skips without `world` GPUs or NCCL; NVLink multicast off and no launcher's rank variables,
+    for the ranks mp.spawn starts."""
     if _gpus() < world:
         pytest.skip(f"needs {world} GPUs, this machine has {_gpus()}")
     if not torch.distributed.is_nccl_available():
@@ -34,6 +35,11 @@ def test_nccl_ranks_merge_into_one_aligned_trace(tmp_path, monkeypatch, world):
         monkeypatch.setenv(key, value)
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_nccl_ranks_merge_into_one_aligned_trace(tmp_path, monkeypatch, world):
+    _nccl_job(monkeypatch, world)
     mp.spawn(W.nccl_rank, args=(world, W.free_port(), str(tmp_path), STEPS, SLOW_RANK, SLOW_STEP),
              nprocs=world, join=True)
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
@@ -62,14 +68,7 @@ def test_nccl_ranks_merge_into_one_aligned_trace(tmp_path, monkeypatch, world):
 def test_ddp_collective_sizes_come_from_the_flight_recorder(tmp_path, monkeypatch):
     """DDP's own allreduce, no hook: every NCCL kernel gets its bucket's size from torch's Flight
     Recorder, the sizes add up to the gradients' bytes each step, and merge shows bus bandwidth."""
-    if _gpus() < 2:
-        pytest.skip(f"needs 2 GPUs, this machine has {_gpus()}")
-    if not torch.distributed.is_nccl_available():
-        pytest.skip("torch has no NCCL")
-    for key, value in W.MULTICAST_OFF.items():
-        monkeypatch.setenv(key, value)
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
-        monkeypatch.delenv(var, raising=False)
+    _nccl_job(monkeypatch, 2)
     steps = 3
     mp.spawn(W.ddp_rank, args=(2, W.free_port(), str(tmp_path), steps), nprocs=2, join=True)
     ranks = [json.loads((tmp_path / f"ddp{r}.json").read_text()) for r in range(2)]
@@ -87,10 +86,7 @@ LATE_RANK, LATE_STEP = 0, 5
 
 
 def _spawn(tmp_path, monkeypatch, world, parquet):
-    for key, value in W.MULTICAST_OFF.items():
-        monkeypatch.setenv(key, value)
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
-        monkeypatch.delenv(var, raising=False)
+    _nccl_job(monkeypatch, world)
     mp.spawn(W.nccl_rank, args=(world, W.free_port(), str(tmp_path), STEPS + 2, SLOW_RANK,
                                 SLOW_STEP, LATE_RANK, LATE_STEP, parquet), nprocs=world, join=True)
     return [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(world)]
@@ -98,10 +94,7 @@ def _spawn(tmp_path, monkeypatch, world, parquet):
 
 def test_nccl_job_steps_and_who_held_back(tmp_path, monkeypatch):
     world = 2
-    if _gpus() < world:
-        pytest.skip(f"needs {world} GPUs, this machine has {_gpus()}")
-    if not torch.distributed.is_nccl_available():
-        pytest.skip("torch has no NCCL")
+    _nccl_job(monkeypatch, world)
     try:
         import pyarrow  # noqa: F401
         parquet = True
