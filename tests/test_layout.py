@@ -203,3 +203,18 @@ def test_results_folder_matches_its_index_and_the_docs():
         p.read_text() for p in [*(ROOT / "docs").glob("*.md"), *(ROOT / "kernels").rglob("*.md")]
     )
     assert {name for name in entries if name not in docs} == set(), "no doc names these"
+
+
+def test_relative_links_in_the_docs_point_at_files():
+    """Every relative link in README.md, docs/ and the kernels' notes names a file that exists
+    (an anchor after # is not checked); absolute URLs are left alone."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+             *sorted((ROOT / "kernels").rglob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+                continue
+            if not (page.parent / target.split("#")[0]).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target}")
+    assert broken == []
