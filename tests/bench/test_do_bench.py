@@ -97,7 +97,9 @@ def test_a_real_run_on_the_host_clock_takes_the_budget_and_returns_ms(recwarn):
     t0 = time.perf_counter()
     times = gp.do_bench(sleepy, warmup=5, rep=30, return_mode="all")
     wall_ms = (time.perf_counter() - t0) * 1e3
-    assert 30 <= wall_ms < 200 and 5 <= len(times) <= 15 < len(calls) + 2
+    # do_bench's own estimate sizes warm-up and repetitions (2 ms calls: about 15 in 30 ms, fewer
+    # on a loaded machine); the warm-up calls come before the timed ones
+    assert 30 <= wall_ms < 200 and 5 <= len(times) <= 15 and len(calls) > len(times)
     assert all(2.0 <= t < 10.0 for t in times)  # ms, not s
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     grads = [type("T", (), {"grad": 1})()]
