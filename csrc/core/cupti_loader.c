@@ -4,8 +4,13 @@
 #include "util.h"
 
 #include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #ifndef GP_BUILD_CUDA_HOME
 #define GP_BUILD_CUDA_HOME ""
@@ -162,6 +167,35 @@ find_cupti(void)
     return NULL;
 }
 
+/* 1 when get_version(&v) returns in a forked child (the child only makes that call and exits),
+ * 0 when the child died of a signal, exited otherwise, or did not finish within 10 s (it is
+ * killed then). Used only where no driver is present: no CUDA context exists to be forked. */
+static int
+survives_without_driver(CUptiResult (*get_version)(uint32_t *))
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return 0;
+    if (pid == 0) {
+        uint32_t v = 0;
+        (void)get_version(&v);
+        _exit(0);
+    }
+    int status = 0;
+    for (int waited_ms = 0; waited_ms < 10000; waited_ms += 5) {
+        pid_t done = waitpid(pid, &status, WNOHANG);
+        if (done == pid)
+            return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (done < 0 && errno != EINTR)
+            return 0;
+        struct timespec pause = {0, 5 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    kill(pid, SIGKILL);
+    (void)waitpid(pid, &status, 0);
+    return 0;
+}
+
 int
 gp_cupti_load(void)
 {
@@ -190,7 +224,35 @@ gp_cupti_load(void)
     GP_CUPTI_FUNCTIONS(GP_CUPTI_BIND)
 #undef GP_CUPTI_BIND
     uint32_t version = 0;
-    if (api.cuptiGetVersion(&version) != CUPTI_SUCCESS || version / 10000 != GP_CUPTI_MAJOR) {
+    /* Without a driver, CUPTI 13.2 (13.2.86, torch's dependency in late 2026) recurses through
+       cuptiGetResultString in every entry point until the stack overflows: it fails to load
+       libcuda.so.1 and formats that failure with itself. 13.0, 13.1, 13.3 and 13.5 return an
+       error instead, and their host-side APIs (metric validation) work without a driver. So
+       where the driver library does not load, CUPTI's first call runs in a forked child first. */
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (driver == NULL)
+        driver = dlopen("libcuda.so.1", RTLD_LAZY);
+    if (driver != NULL)
+        dlclose(driver); /* the runtime holds it too, once it is loaded */
+    else if (!survives_without_driver(api.cuptiGetVersion)) {
+        Dl_info where;
+        PyErr_Format(gp_NoDeviceError,
+                     "no usable CUDA device: no NVIDIA driver found, and the CUPTI library %s "
+                     "crashes without one (CUPTI 13.2 does), so it is not used. Without a driver, set "
+                     "GPUPROFILE_CUPTI_PATH to another CUDA 13 CUPTI (a toolkit's) for offline "
+                     "metric validation.",
+                     dladdr((void *)api.cuptiGetVersion, &where) && where.dli_fname
+                         ? where.dli_fname : "found");
+        dlclose(h);
+        return -1;
+    }
+    if (api.cuptiGetVersion(&version) != CUPTI_SUCCESS && driver == NULL) {
+        PyErr_SetString(gp_NoDeviceError, "no usable CUDA device: no NVIDIA driver found (and this "
+                        "CUPTI answers nothing without one, not even its version)");
+        dlclose(h);
+        return -1;
+    }
+    if (version / 10000 != GP_CUPTI_MAJOR) {
         PyErr_Format(gp_CuptiError,
                      "CUPTI API version %u is not CUDA %d's (gpuprofile was built against %d); "
                      "point GPUPROFILE_CUPTI_PATH at CUDA %d's libcupti.so.%d",

@@ -225,8 +225,9 @@ def test_profile_without_a_gpu_raises_no_device():
         gp.profile().start()
 
 
-def _stub_cupti(tmp_path, version, skip=()):
-    """A fake libcupti.so exporting every function gpuprofile binds (except `skip`)."""
+def _stub_cupti(tmp_path, version, skip=(), crash=False):
+    """A fake libcupti.so exporting every function gpuprofile binds (except `skip`); with
+    `crash`, cuptiGetVersion dies of SIGSEGV, as CUPTI 13.2's does without a driver."""
     import re
     import shutil
 
@@ -236,8 +237,9 @@ def _stub_cupti(tmp_path, version, skip=()):
     header = os.path.join(os.path.dirname(__file__), "..", "..", "csrc", "core", "cupti_loader.h")
     with open(header) as f:
         names = re.findall(r"X\((cupti\w+)\)", f.read())
-    lines = ["#include <stdint.h>",
-             f"int cuptiGetVersion(uint32_t *v) {{ *v = {version}; return 0; }}"]
+    body = "raise(SIGSEGV); return 1;" if crash else f"*v = {version}; return 0;"
+    lines = ["#include <signal.h>", "#include <stdint.h>",
+             f"int cuptiGetVersion(uint32_t *v) {{ {body} }}"]
     lines += [f"int {n}(void) {{ return 0; }}" for n in names
               if n != "cuptiGetVersion" and n not in skip]
     src = tmp_path / "stub.c"
@@ -288,6 +290,30 @@ def test_cupti_of_the_wheel_comes_first(tmp_path):
     wheel = _wheel_cupti(tmp_path / "site", 130001)
     info = _cupti_info_with_sites(tmp_path / "site")
     assert info == {"found": True, "path": wheel, "version": 130001, "how": "loaded"}
+
+
+def test_a_cupti_that_crashes_without_a_driver_is_not_called(tmp_path):
+    """CUPTI 13.2 (torch's wheel dependency) recurses until the stack overflows in any call when
+    libcuda.so.1 is missing. Without a driver, its first call is tried in a forked child: the
+    process lives, and the error names the missing driver and the library."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("a driver library loads here: the real call would be made")
+    except OSError:
+        pass
+    lib = _stub_cupti(tmp_path, 130002, crash=True)
+    env = dict(os.environ, GPUPROFILE_CUPTI_PATH=lib)
+    code = ("import gpuprofile as gp, json\nprint(json.dumps(gp._C._cupti_info()))\ntry:\n"
+            "    gp.profile().start()\nexcept gp.NoDeviceError as e:\n    print('NoDeviceError', e)\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    info, started = run.stdout.splitlines()
+    info = json.loads(info)
+    assert not info["found"] and "no NVIDIA driver found" in info["error"] and lib in info["error"]
+    assert started.startswith("NoDeviceError no usable CUDA device: no NVIDIA driver found")
 
 
 def test_cupti_of_another_cuda_is_passed_over_while_searching(tmp_path):
