@@ -104,7 +104,10 @@ def test_compare_fail_expressions_per_statistic(suite):
     result.stdout.fnmatch_lines([
         "*test_bench: min:50%: min * ms vs saved * ms, up by *% (more than 50%); median:5%: median "
         "*slower by more than 5 % with 95 % confidence*; ops:20%: * ops/s vs saved * ops/s, down by*"])
-    # 10x slower passes thresholds above 900 % (not max's: one preempted call moves it)
+    # 2x slower passes thresholds far above it (not max's: one preempted call moves it). The
+    # margin is wide on purpose: a 136 ns host-clock sum under ASan on a loaded machine moved by
+    # more than 2x between two runs
+    scale_saved(base, 5)  # now half the time measured first
     loose = suite.runpytest(f"--gpu-benchmark-compare={base}",
                             "--gpu-benchmark-compare-fail=median:2000%,mean:2000%")
     loose.assert_outcomes(passed=3)
