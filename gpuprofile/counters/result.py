@@ -23,7 +23,8 @@ from .verdicts import Verdict, bound_from_sol, combine, roofline_point
 from .verdicts import aggregation as _aggregation
 
 # Kernel columns shown in tables; to_dict() has them all.
-_MAX_KERNEL_COLUMNS = 6
+_MAX_KERNEL_COLUMNS = 6  # kernels per printed table: six 24-character columns fit a terminal
+_MAX_KERNEL_TABLES = 5  # 30 kernels printed; the CSV and to_pandas() have them all
 _NAME_WIDTH = 40
 
 
@@ -194,23 +195,33 @@ class MetricsResult(Tabular):
         lines += [f"note: {n}" for n in self.notes]
         return lines
 
-    def _table(self):
-        shown = self.kernels[:_MAX_KERNEL_COLUMNS] if self.ranges == "auto" else []
-        headers = ["metric", "unit", "total"] + [_short(k.name, 24) for k in shown]
-        if len(self.kernels) > len(shown) and shown:
-            headers.append(f"(+{len(self.kernels) - len(shown)} more)")
-        rows = []
-        for m in self.metrics:
-            row = [m, self.unit(m), self.total.get(m, float("nan"))]
-            row += [k.values.get(m, float("nan")) for k in shown]
-            if len(headers) > len(row):
+    def _tables(self) -> list:
+        """[(headers, rows)]: metrics as rows, the total, then the kernels as columns, six to a
+        table (a terminal's width), up to _MAX_KERNEL_TABLES tables; the rest is named in the last
+        header (to_csv() and to_pandas() have every kernel)."""
+        kernels = self.kernels if self.ranges == "auto" else []
+        shown = kernels[:_MAX_KERNEL_COLUMNS * _MAX_KERNEL_TABLES]
+        chunks = [shown[i:i + _MAX_KERNEL_COLUMNS] for i in range(0, len(shown), _MAX_KERNEL_COLUMNS)]
+        tables = []
+        for n, chunk in enumerate(chunks or [[]]):
+            headers = ["metric", "unit"] + (["total"] if n == 0 else [])
+            headers += [f"{k.index}: {_short(k.name, 24)}" if len(kernels) > _MAX_KERNEL_COLUMNS
+                        else _short(k.name, 24) for k in chunk]
+            rows = []
+            for m in self.metrics:
+                row = [m, self.unit(m)] + ([self.total.get(m, float("nan"))] if n == 0 else [])
+                rows.append(row + [k.values.get(m, float("nan")) for k in chunk])
+            tables.append((headers, rows))
+        if len(kernels) > len(shown):
+            headers, rows = tables[-1]
+            headers.append(f"(+{len(kernels) - len(shown)} more: to_csv(), to_pandas())")
+            for row in rows:
                 row.append("")
-            rows.append(row)
-        return headers, rows
+        return tables
 
     def __str__(self) -> str:
-        headers, rows = self._table()
-        return "\n".join(self._header()) + "\n" + text_table(headers, rows)
+        return "\n".join(self._header()) + "\n" + "\n\n".join(
+            text_table(headers, rows) for headers, rows in self._tables())
 
     __repr__ = __str__
 
@@ -220,8 +231,8 @@ class MetricsResult(Tabular):
             _sol_bar(m, self.total[m]) for m in self.metrics
             if self.unit(m) == "percent" and m in self.total and "pct_of_peak" in m
         )
-        headers, rows = self._table()
-        return f"<div>{head}{bars}{html_table(headers, rows)}</div>"
+        tables = "".join(html_table(headers, rows) for headers, rows in self._tables())
+        return f"<div>{head}{bars}{tables}</div>"
 
 
 def _sol_bar(metric: str, pct: float) -> str:

@@ -2,6 +2,7 @@
 bars, JSON), FLOPs and roofline, stall breakdown, PM samples."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -85,11 +86,31 @@ def test_rendering():
     assert d["bound"]["bound"] == "memory-bound"
 
 
-def test_many_kernels_are_summarised_in_the_table():
-    ranges = [(str(i), sol_values(1.0, 1.0, 1.0, 1.0)) for i in range(9)]
-    r = build("x", "kernel", SOL, INFOS, ranges, None, passes=9, replay="user", range_mode="auto",
-              calls=10, cost_s=0.1, setup_s=0.0, chip="GH100", sets=[], notes=[], counter_data_bytes=0)
-    assert "(+3 more)" in str(r)
+def _many(n):
+    ranges = [(str(i), sol_values(1.0, 1.0, 1.0, 1.0)) for i in range(n)]  # kernels "#0", "#1", ...
+    return build("x", "kernel", SOL, INFOS, ranges, None, passes=9, replay="user", range_mode="auto",
+                 calls=10, cost_s=0.1, setup_s=0.0, chip="GH100", sets=[], notes=[],
+                 counter_data_bytes=0)
+
+
+def test_many_kernels_are_printed_six_to_a_table():
+    """13 kernels (a small torch script's): every one printed, in tables a terminal can show, not
+    one table 13 columns wide (issue 26)."""
+    text = str(_many(13))
+    tables = text.split("\n\n")
+    assert len(tables) == 3 and all(re.search(rf"\b{i}: #{i}\b", text) for i in range(13))
+    assert "total" in tables[0] and "total" not in tables[1]
+    assert max(len(line) for line in text.splitlines()[1:]) < 250
+    assert "more:" not in text
+    html = _many(13)._repr_html_()
+    assert html.count("<table>") == 3
+
+
+def test_more_kernels_than_the_tables_hold_are_named():
+    text = str(_many(40))
+    assert "39: #39" not in text and "29: #29" in text
+    assert "(+10 more: to_csv(), to_pandas())" in text
+    assert len(_many(40).table_rows()[0]) == 4 + 40  # the CSV has them all
 
 
 def roofline_result(ffma=1.0e9, tensor_ops=0.0, dram=1.0e6, duration_ns=1.0e6):
