@@ -369,7 +369,7 @@ class GpuBenchmarkFixture:
         value = fn(*call_args, **(call_kwargs or {}))
         if self._state.disabled:
             return value
-        merged = {**_BENCH_DEFAULTS, "rounds": self._state.rounds, **self._defaults, **options}
+        merged = {**DEFAULTS, "rounds": self._state.rounds, **self._defaults, **options}
         merged.update(min_iters=rounds, max_iters=rounds, min_time=0.0, max_time=math.inf,
                       warmup=0.0, name=self._next_name(), fixed=True, warmup_iters=warmup_rounds)
         self._record(run(fn, tuple(args), kwargs, make_options(**merged), setup=setup))
@@ -389,10 +389,6 @@ class GpuBenchmarkFixture:
         self._state.entries.append(entry)
         if base is not None and self._state.thresholds:
             _check_thresholds(result, entry["baseline"], self._state.thresholds)
-
-
-# gpuprofile.benchmark's defaults (bench/options.py), for pedantic() which builds its options itself.
-_BENCH_DEFAULTS = DEFAULTS
 
 
 def _check_thresholds(result, base, thresholds):

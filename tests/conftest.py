@@ -105,6 +105,20 @@ def _fresh_regions():
     gpuprofile.reset()
 
 
+@pytest.fixture(scope="module")
+def setup_py():
+    """setup.py as a module: its checks and build helpers without a build (setup() runs only as
+    __main__)."""
+    import importlib.util
+
+    pytest.importorskip("setuptools")  # venvs of Python >= 3.12 come without it
+    path = pathlib.Path(__file__).resolve().parents[1] / "setup.py"
+    spec = importlib.util.spec_from_file_location("gpuprofile_setup", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture
 def has_device():
     return gpuprofile.device_count() > 0

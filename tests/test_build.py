@@ -2,22 +2,12 @@
 and only sources newer than their object (or than a header) are compiled again, also under pip,
 whose temporary build folders used to make every reinstall a full rebuild."""
 
-import importlib.util
 import os
 import pathlib
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def setup_py():
-    pytest.importorskip("setuptools")  # venvs of Python >= 3.12 come without it
-    spec = importlib.util.spec_from_file_location("gpuprofile_setup_build", ROOT / "setup.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _file(path, mtime, text=""):

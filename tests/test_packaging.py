@@ -18,16 +18,6 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 REPO = "https://github.com/gpuprofile/gpuprofile"
 
 
-@pytest.fixture(scope="module")
-def setup_py():
-    """setup.py as a module: its checks without a build (setup() runs only as __main__)."""
-    pytest.importorskip("setuptools")  # venvs of Python >= 3.12 come without it
-    spec = importlib.util.spec_from_file_location("gpuprofile_setup", ROOT / "setup.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _fake_cuda(tmp_path, number):
     (tmp_path / "include").mkdir()
     (tmp_path / "include" / "cuda_runtime_api.h").write_text(

@@ -185,10 +185,11 @@ def _kernel_events(kernels, base: int, details: bool, codes=None, nccl_bytes=Non
     name = codes["name"][keep] if "name" in codes else _factorize(col("name"))
     region = codes["region"][keep] if "region" in codes else _factorize(col("region"))
     columns = [name, region, col("device"), col("stream"), *_python_codes(kernels, col)]
-    sizes = None
-    if nccl_bytes is not None and (np.asarray(nccl_bytes) >= 0).any():
-        sizes = np.asarray(nccl_bytes, dtype=np.int64)[keep]
-        columns.append(sizes)
+    sizes = None if nccl_bytes is None else np.asarray(nccl_bytes, dtype=np.int64)[keep]
+    if sizes is not None and (sizes >= 0).any():
+        columns.append(sizes)  # a size is part of what events of one prefix share
+    else:
+        sizes = None
     if details:
         columns += [col(f) for f in _KERNEL_CONFIG]
     start = col("start_ns")
@@ -368,8 +369,8 @@ def write_chrome_trace(path, *, kernels, memcpy, memset, memory, regions, offset
     records are host ns and move by `offset_ns`.
     `kernel_codes` optionally gives integer codes of the kernels' names and regions
     ({'name': ..., 'region': ...}); `nccl_bytes` the size of each NCCL kernel's collective (-1
-    where unknown), written as the kernel's nccl_bytes argument. The file is written atomically (gpuprofile._files), so a
-    failed export leaves no partial file."""
+    where unknown), written as the kernel's nccl_bytes argument. The file is written atomically
+    (gpuprofile._files), so a failed export leaves no partial file."""
     path = os.fspath(path)
     all_regions = regions
     regions, r_start, r_end = host_regions(regions, offset_ns, t0_ns, t1_ns)

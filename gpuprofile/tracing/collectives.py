@@ -49,17 +49,11 @@ class Matched(NamedTuple):
 
 def _op(profiling_name: str) -> str:
     """NCCL's name of a recorder entry's collective: 'nccl:all_reduce' -> 'AllReduce',
-    'nccl:_allgather_base' -> 'AllGather', 'nccl:send 0->1' -> 'Send'; barrier is an AllReduce."""
+    'nccl:_allgather_base' -> 'AllGather'; a barrier is an AllReduce, and sends, receives and
+    all-to-all are NCCL's SendRecv kernels (it runs all-to-all as grouped sends and receives)."""
     name = profiling_name.split(":", 1)[-1].split()[0].strip("_")
-    if name == "barrier":
-        return "AllReduce"
-    if name in ("allgather", "all_gather_base", "allgather_base", "allgather_into_tensor_coalesced"):
-        return "AllGather"
-    if name in ("all_to_all", "alltoall", "alltoall_base", "all_to_all_single"):
-        return "SendRecv"  # NCCL runs all-to-all as grouped sends and receives
-    if name in ("send", "recv"):
-        return "SendRecv"
-    return nccl.canonical_op(name)
+    op = "AllReduce" if name == "barrier" else nccl.canonical_op(name)
+    return "SendRecv" if op in ("Send", "Recv", "AllToAll") else op
 
 
 def _elements(sizes) -> int:
@@ -118,14 +112,15 @@ def match(names, starts, streams, entries, created_before_ns: int) -> Matched:
     idx = [i for i, p in enumerate(parsed) if p is not None]
     if not idx:
         return Matched(np.zeros(0, dtype=COLUMNS), notes)
-    groups: dict = {}
+    groups: dict = {}  # process group -> [(entry, its op)] in sequence order
     for e in entries:
         t = e.get("time_created_ns")
         if e.get("profiling_name") and (t is None or int(t) <= created_before_ns):
-            groups.setdefault(tuple(e.get("process_group") or (str(e.get("pg_id")),)), []).append(e)
+            key = tuple(e.get("process_group") or (str(e.get("pg_id")),))
+            groups.setdefault(key, []).append((e, _op(str(e["profiling_name"]))))
     for g in groups.values():
-        g.sort(key=lambda e: (int(e.get("collective_seq_id") or 0), int(e.get("p2p_seq_id") or 0),
-                              int(e.get("record_id") or 0)))
+        g.sort(key=lambda eo: (int(eo[0].get("collective_seq_id") or 0),
+                               int(eo[0].get("p2p_seq_id") or 0), int(eo[0].get("record_id") or 0)))
     by_stream: dict = {}
     for i in idx:
         by_stream.setdefault(int(streams[i]), []).append(i)
@@ -135,12 +130,9 @@ def match(names, starts, streams, entries, created_before_ns: int) -> Matched:
         ops = [parsed[i]["op"] for i in ks]
         found = None
         for key, g in groups.items():
-            if key in taken or len(g) < 1:
-                continue
             tail = g[-len(ks):]
-            n = len(tail)
-            if [_op(str(e["profiling_name"])) for e in tail] == ops[len(ks) - n:]:
-                found = (key, tail, ks[len(ks) - n:])
+            if key not in taken and [op for _, op in tail] == ops[len(ks) - len(tail):]:
+                found = (key, [e for e, _ in tail], ks[len(ks) - len(tail):])
                 break
         if found is None:
             notes.append(f"stream {stream}: {len(ks)} NCCL kernels match no process group's "
@@ -156,11 +148,7 @@ def match(names, starts, streams, entries, created_before_ns: int) -> Matched:
             rows.append((i, parsed[i]["op"], -1 if b is None else b,
                          ",".join(e.get("input_dtypes") or []), "/".join(map(str, key)),
                          int(e.get("collective_seq_id") or e.get("p2p_seq_id") or 0)))
-    rows.sort()
-    out = np.zeros(len(rows), dtype=COLUMNS)
-    for j, r in enumerate(rows):
-        out[j] = r
-    return Matched(out, notes)
+    return Matched(np.array(sorted(rows), dtype=COLUMNS), notes)
 
 
 def per_kernel_bytes(matched: Matched, n: int) -> np.ndarray:
