@@ -28,6 +28,7 @@ from .activity import API, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Coll
 from .attribution import attribute, combine, region_intervals
 from .occupancy import limits_for
 from .options import OPTIONS_HELP, SIGNATURE, ProfileOptions
+from .region_clock import cupti_region_times, pending_cupti
 from .shaping import build_kernels, build_memcpy, build_memset, copy_record_ids, enqueue_order
 from .summary import Summary, busy_ns, factorize, group_rows, region_rows
 from .timeline import build_timeline, region_memory
@@ -91,6 +92,9 @@ class Profile:
         if options.regions and self.mask & (KERNELS | MEMCPY | MEMSET):
             self.mask |= REGIONS
         self.stream_attribution = options.stream_attribution and bool(self.mask & REGIONS)
+        # regions entered while this profile runs take their GPU time from its trace
+        self.cupti_region_clock = options.region_clock == "cupti" and bool(self.mask & REGIONS)
+        self._clock_generation: int | None = None
         self.python_stacks = options.python_stacks
         if self.python_stacks and self.mask & (KERNELS | MEMCPY | MEMSET):
             self.mask |= API  # the launches' API records: which runtime call each driver call is in
@@ -137,6 +141,8 @@ class Profile:
         self._running_collectors = collectors  # plain stores: no signal is raised between them
         _running = self
         self.state = "running"
+        if self.cupti_region_clock:  # last: only a profile that runs turns it on
+            self._clock_generation = _C._regions_set_cupti_clock(True)
         return self
 
     def stop(self) -> Profile:
@@ -149,6 +155,8 @@ class Profile:
         global _running
         if self.state != "running":
             raise _C.GpuProfileError(f"profile.stop(): the profile is {self.state}, not running")
+        if self._clock_generation is not None:  # first: regions entered from now on use events
+            _C._regions_set_cupti_clock(False)
         collectors, self._running_collectors = self._running_collectors, []
         steps = [c.stop for c in reversed(collectors)] + [(lambda c=c: c.take(self))
                                                           for c in collectors]
@@ -162,6 +170,7 @@ class Profile:
         _running = None
         self.state = "stopped"
         self._snapshot_regions()
+        self._fill_region_clock()
         self._recorded_collectives = collectives.read_flight_recorder()
         if self._window is not None:
             self.errors += self._window.errors
@@ -193,6 +202,43 @@ class Profile:
         except Exception as exc:  # e.g. a sticky CUDA error: keep the trace without regions
             self._records = None
             self.errors.append(f"region records unavailable: {exc}")
+
+    def _fill_region_clock(self) -> None:
+        """Gives the regions entered on the CUPTI clock their GPU time from this trace
+        (tracing/region_clock.py), then reads the records again. Whatever fails, those regions
+        end up failed (no GPU time), never waiting for a time that cannot come."""
+        generation, self._clock_generation = self._clock_generation, None
+        if generation is None or self._records is None:
+            return
+        recs = self._records
+        try:
+            w = self._stopped()
+            rows = [self._attributed(table) for table in ("kernels", "memcpy", "memset")]
+            target, ms = cupti_region_times(
+                recs, np.concatenate([r[0] for r in rows]), np.concatenate([r[1] for r in rows]),
+                np.concatenate([r[2] for r in rows]), w.offset_ns, w.t1)
+        except Exception as exc:
+            self.errors.append(f"regions on the CUPTI clock have no GPU time: {exc}")
+            target = np.flatnonzero(pending_cupti(recs))
+            ms = np.full(target.size, np.nan)
+        try:
+            _C._regions_fill_cupti(generation, np.ascontiguousarray(target, np.int64),
+                                   np.ascontiguousarray(ms, np.float64))
+        except Exception as exc:
+            self.errors.append(f"regions on the CUPTI clock have no GPU time: {exc}")
+        self._snapshot_regions()
+
+    def _attributed(self, table: str) -> tuple:
+        """(region record, start_ns, end_ns) of each kernel, copy or set of the trace, by the
+        same rules as p.kernels / p.memcpy / p.memset, without building those tables."""
+        c = self._chunk
+        raw = getattr(c, table)
+        if table == "memcpy":
+            launch, order = copy_record_ids(raw, c.extcorr), enqueue_order(raw)
+        else:
+            launch, order = attribute(raw["correlation_id"], c.extcorr), raw["correlation_id"]
+        rec, _ = self._attribute(raw, launch, order)
+        return rec, raw["start"].astype(np.int64), raw["end"].astype(np.int64)
 
     @classmethod
     def _from_window(cls, window: Window, records=None, limits=None, python_lines=None,
@@ -414,7 +460,9 @@ class Profile:
 
     def region_spans(self) -> np.ndarray:
         """One row per region record with traced work: record (its index in
-        gpuprofile.records()), name, events_ms (the region's CUDA-event time on its own stream),
+        gpuprofile.records()), name, events_ms (the region's CUDA-event time on its own stream;
+        NaN for a region on the CUPTI clock, which records no events: its gpu_ms in records() is
+        the span of its work and of the regions inside it),
         span_ms (CUPTI: first start to last end of the kernels, copies and sets attributed to it,
         on any stream), items, other_stream_items and other_stream_ms (work on streams other than
         the region's). A region whose work ran on another stream (a torch side stream, JAX's)
@@ -456,7 +504,9 @@ class Profile:
         out["events_ms"] = np.nan
         if known.any():
             out["name"][known] = regions["name"][records[known]]
-            out["events_ms"][known] = regions["gpu_ms"][records[known]]
+            by_events = (regions["gpu_clock"][records[known]] == "events"
+                         if "gpu_clock" in regions.dtype.names else True)
+            out["events_ms"][known] = np.where(by_events, regions["gpu_ms"][records[known]], np.nan)
         return out
 
     def _other_stream_notes(self) -> list:

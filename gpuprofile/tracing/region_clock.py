@@ -1,0 +1,70 @@
+"""The CUPTI region clock: a region's GPU time taken from a trace instead of two CUDA events.
+Pure functions over NumPy arrays.
+
+While gpuprofile.profile() traces with regions (region_clock="cupti", the default), a region
+records no events: csrc/regions/stacks.c marks its record as on the CUPTI clock, and the profile
+fills its time in when it stops (Profile._fill_region_clock, through _C._regions_fill_cupti).
+
+The time is the span of the region's traced work: from the first start to the last end of the
+kernels, copies and sets attributed to it or to any region nested in it (the attribution rules of
+tracing/attribution.py), on any stream. Two events on the region's stream measure the same span
+when the stream runs the region's work back to back; they also count the time the stream waits
+for the host to launch the first kernel, and they miss work on other streams. A region whose
+trace holds no work has no GPU time (not 0 ms); one the profile's stop cut (open at the stop, or
+exited after the trace ended) is failed: its trace is incomplete.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_NO_START = np.iinfo(np.int64).max
+_NO_END = np.iinfo(np.int64).min
+
+
+def pending_cupti(records: np.ndarray) -> np.ndarray:
+    """Which records are on the CUPTI clock and wait for a profile to fill their time in (none
+    in records from before the CUPTI clock, which have no gpu_clock field)."""
+    if "gpu_clock" not in (records.dtype.names or ()):
+        return np.zeros(len(records), dtype=bool)
+    return ((records["gpu_clock"] == "cupti") & np.isnan(records["gpu_ms"]) & ~records["failed"]
+            & ~records["no_gpu_work"])
+
+
+def subtree_spans(records: np.ndarray, record, start_ns, end_ns) -> tuple:
+    """(first start, last end) per record over the rows attributed to it or to a region nested in
+    it; _NO_START / _NO_END where none. `record`, `start_ns`, `end_ns`: one entry per kernel, copy
+    or set (record -1 or out of range: attributed to no region)."""
+    n = len(records)
+    lo = np.full(n, _NO_START, np.int64)
+    hi = np.full(n, _NO_END, np.int64)
+    record = np.asarray(record, np.int64)
+    mine = (record >= 0) & (record < n)
+    np.minimum.at(lo, record[mine], np.asarray(start_ns, np.int64)[mine])
+    np.maximum.at(hi, record[mine], np.asarray(end_ns, np.int64)[mine])
+    if n:
+        parent = records["parent"].astype(np.int64)
+        depth = records["depth"].astype(np.int64)
+        # deepest first: a region's span is final once every region inside it has passed its own
+        # up (a parent was entered before its children, one level up)
+        for d in range(int(depth.max()), 0, -1):
+            kids = np.flatnonzero((depth == d) & (parent >= 0) & (parent < n))
+            np.minimum.at(lo, parent[kids], lo[kids])
+            np.maximum.at(hi, parent[kids], hi[kids])
+    return lo, hi
+
+
+def cupti_region_times(records: np.ndarray, record, start_ns, end_ns, offset_ns: int,
+                       trace_end_ns: int) -> tuple:
+    """(records, ms) to fill in: each pending CUPTI-clock record with traced work gets its span
+    in ms; one the trace's end cut gets NaN (failed); one with no traced work is left out (the
+    fill marks it as having no GPU work). `records`: gpuprofile.records() at the profile's stop;
+    `offset_ns`: CUPTI clock minus host clock; `trace_end_ns`: the trace's end (CUPTI clock)."""
+    lo, hi = subtree_spans(records, record, start_ns, end_ns)
+    pending = pending_cupti(records)
+    host_end = records["host_end_ns"].astype(np.int64)
+    cut = records["open"] | ((host_end > 0) & (host_end + int(offset_ns) > int(trace_end_ns)))
+    has_work = hi != _NO_END
+    target = np.flatnonzero(pending & (cut | has_work))
+    ms = np.where(cut[target], np.nan, (hi[target] - lo[target]) / 1e6)
+    return target.astype(np.int64), ms.astype(np.float64)
