@@ -113,7 +113,7 @@ regions_fill_cupti(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if ((r->flags & (REC_CUPTI | REC_FILLED)) != REC_CUPTI)
             continue;
         r->flags |= REC_FILLED;
-        if (isnan(ms[k]) || r->state == REC_OPEN)
+        if (isnan(ms[k]) || r->state == REC_OPEN || (r->flags & REC_FAILED))
             r->flags |= REC_FAILED;
         else
             r->gpu_ms = ms[k];
@@ -123,7 +123,9 @@ regions_fill_cupti(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         gp_record *r = &gp_store.recs[k];
         if ((r->flags & (REC_CUPTI | REC_FILLED)) != REC_CUPTI)
             continue;
-        r->flags |= REC_FILLED | (r->state == REC_OPEN ? REC_FAILED : REC_NO_WORK);
+        r->flags |= REC_FILLED;
+        if (!(r->flags & REC_FAILED)) /* failed already: its thread ended inside it */
+            r->flags |= r->state == REC_OPEN ? REC_FAILED : REC_NO_WORK;
         filled++;
     }
     result = PyLong_FromLong(filled);

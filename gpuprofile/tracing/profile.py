@@ -510,13 +510,15 @@ class Profile:
         return out
 
     def _other_stream_notes(self) -> list:
-        """Lines naming the regions whose events missed work on other streams."""
+        """Lines naming the regions whose events missed work on other streams (a region on the
+        CUPTI clock has no events: its time is the span of all its work, on every stream)."""
         if not self.stream_attribution:
             return []
         try:
             spans = self.region_spans()
         except Exception:  # a note must never break the summary
             return []
+        spans = spans[np.isfinite(spans["events_ms"])]
         notes = []
         for name in dict.fromkeys(spans["name"][spans["other_stream_items"] > 0].tolist()):
             row = spans[spans["name"] == name]

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-_NO_START = np.iinfo(np.int64).max
-_NO_END = np.iinfo(np.int64).min
+NO_START = np.iinfo(np.int64).max
+NO_END = np.iinfo(np.int64).min
 
 
 def pending_cupti(records: np.ndarray) -> np.ndarray:
@@ -33,11 +33,11 @@ def pending_cupti(records: np.ndarray) -> np.ndarray:
 
 def subtree_spans(records: np.ndarray, record, start_ns, end_ns) -> tuple:
     """(first start, last end) per record over the rows attributed to it or to a region nested in
-    it; _NO_START / _NO_END where none. `record`, `start_ns`, `end_ns`: one entry per kernel, copy
+    it; NO_START / NO_END where none. `record`, `start_ns`, `end_ns`: one entry per kernel, copy
     or set (record -1 or out of range: attributed to no region)."""
     n = len(records)
-    lo = np.full(n, _NO_START, np.int64)
-    hi = np.full(n, _NO_END, np.int64)
+    lo = np.full(n, NO_START, np.int64)
+    hi = np.full(n, NO_END, np.int64)
     record = np.asarray(record, np.int64)
     mine = (record >= 0) & (record < n)
     np.minimum.at(lo, record[mine], np.asarray(start_ns, np.int64)[mine])
@@ -60,11 +60,14 @@ def cupti_region_times(records: np.ndarray, record, start_ns, end_ns, offset_ns:
     in ms; one the trace's end cut gets NaN (failed); one with no traced work is left out (the
     fill marks it as having no GPU work). `records`: gpuprofile.records() at the profile's stop;
     `offset_ns`: CUPTI clock minus host clock; `trace_end_ns`: the trace's end (CUPTI clock)."""
-    lo, hi = subtree_spans(records, record, start_ns, end_ns)
+    start_ns, end_ns = np.asarray(start_ns, np.int64), np.asarray(end_ns, np.int64)
+    timed = (start_ns > 0) & (end_ns >= start_ns)  # a record CUPTI could not time is no span
+    lo, hi = subtree_spans(records, np.asarray(record, np.int64)[timed], start_ns[timed],
+                           end_ns[timed])
     pending = pending_cupti(records)
     host_end = records["host_end_ns"].astype(np.int64)
     cut = records["open"] | ((host_end > 0) & (host_end + int(offset_ns) > int(trace_end_ns)))
-    has_work = hi != _NO_END
+    has_work = hi != NO_END
     target = np.flatnonzero(pending & (cut | has_work))
     ms = np.where(cut[target], np.nan, (hi[target] - lo[target]) / 1e6)
     return target.astype(np.int64), ms.astype(np.float64)
