@@ -10,7 +10,8 @@ int gp_regions_cupti_clock;
 
 /* _regions_set_cupti_clock(on) -> the store's generation. gpuprofile.profile() turns the CUPTI
  * region clock on once its tracing runs and off first thing in stop(); the generation it gets
- * back tells _regions_fill_cupti whether reset() ran in between. */
+ * back then tells _regions_fill_cupti whether reset() ran since (a reset after the clock went
+ * off leaves no record to fill: every record entered since has events). */
 static PyObject *
 regions_set_cupti_clock(PyObject *module, PyObject *arg)
 {

@@ -142,7 +142,7 @@ class Profile:
         _running = self
         self.state = "running"
         if self.cupti_region_clock:  # last: only a profile that runs turns it on
-            self._clock_generation = _C._regions_set_cupti_clock(True)
+            self._clock_generation = _C._regions_set_cupti_clock(True)  # (stop() reads it anew)
         return self
 
     def stop(self) -> Profile:
@@ -156,7 +156,9 @@ class Profile:
         if self.state != "running":
             raise _C.GpuProfileError(f"profile.stop(): the profile is {self.state}, not running")
         if self._clock_generation is not None:  # first: regions entered from now on use events
-            _C._regions_set_cupti_clock(False)
+            # the store's generation now: a reset() during the profile left the records entered
+            # after it to be filled; one after this point leaves none (the clock is off)
+            self._clock_generation = _C._regions_set_cupti_clock(False)
         collectors, self._running_collectors = self._running_collectors, []
         steps = [c.stop for c in reversed(collectors)] + [(lambda c=c: c.take(self))
                                                           for c in collectors]
@@ -211,22 +213,26 @@ class Profile:
         if generation is None or self._records is None:
             return
         recs = self._records
+        interrupted = None
         try:
             w = self._stopped()
             rows = [self._attributed(table) for table in ("kernels", "memcpy", "memset")]
             target, ms = cupti_region_times(
                 recs, np.concatenate([r[0] for r in rows]), np.concatenate([r[1] for r in rows]),
                 np.concatenate([r[2] for r in rows]), w.offset_ns, w.t1)
-        except Exception as exc:
-            self.errors.append(f"regions on the CUPTI clock have no GPU time: {exc}")
+        except BaseException as exc:  # Ctrl-C too: fail them now, not leave them waiting
+            self.errors.append(f"regions on the CUPTI clock have no GPU time: {exc!r}")
             target = np.flatnonzero(pending_cupti(recs))
             ms = np.full(target.size, np.nan)
+            interrupted = None if isinstance(exc, Exception) else exc
         try:
             _C._regions_fill_cupti(generation, np.ascontiguousarray(target, np.int64),
                                    np.ascontiguousarray(ms, np.float64))
         except Exception as exc:
             self.errors.append(f"regions on the CUPTI clock have no GPU time: {exc}")
         self._snapshot_regions()
+        if interrupted is not None:
+            raise interrupted
 
     def _attributed(self, table: str) -> tuple:
         """(region record, start_ns, end_ns) of each kernel, copy or set of the trace, by the

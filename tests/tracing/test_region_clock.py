@@ -166,3 +166,20 @@ def test_region_spans_leave_events_ms_to_events_regions():
     assert spans["name"].tolist() == ["ev", "cu"]
     assert spans["events_ms"][0] == 1.0 and np.isnan(spans["events_ms"][1])
     assert spans["span_ms"].tolist() == pytest.approx([0.0025, 0.0025])
+
+
+def test_ctrl_c_while_computing_fails_the_regions_and_is_raised(monkeypatch):
+    from gpuprofile.tracing import profile as _profile
+
+    recs = _records([("a", -1, "cupti", False, 100)])
+    k, ext = S.kernels(1, regions=[0])
+    p, calls = _cupti_profile(monkeypatch, recs, k, ext)
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_profile, "cupti_region_times", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        p._fill_region_clock()
+    (_, target, ms), = calls
+    assert target.tolist() == [0] and np.isnan(ms).all()
