@@ -5,6 +5,7 @@
 #include "records.h"
 #include "core/cupti_loader.h"
 #include "core/device.h"
+#include "core/events.h" /* GP_MAX_DEVICES */
 #include "core/errors.h"
 #include "core/util.h"
 #include "core/context.h"
@@ -129,6 +130,17 @@ watch_calls(int on)
  * cannot name is noted as UINT32_MAX (no stream rule for that region) and counted. `before`:
  * the region was open before tracing started. A region on the CUPTI clock records no events:
  * its enter notes `edge` GP_EDGE_ENTER with the last call's correlation id as its bound. */
+/* CUPTI's ids of each device's two default streams (legacy, per-thread), looked up once per
+ * tracing session: a default stream's handle never names another stream, so regions on it (the
+ * usual case: stream=None, PyTorch's default stream) skip cuStreamGetCtx and
+ * cuptiGetStreamIdEx at enter. A created stream's handle may be reused by a later stream, so
+ * those are looked up every time. GIL held. */
+static uint64_t session; /* bumped when tracing starts */
+static struct {
+    uint64_t session;
+    uint32_t id;
+} default_ids[GP_MAX_DEVICES][2];
+
 static void
 note_stream(int64_t rec, int before, int edge, uint32_t bound)
 {
@@ -138,7 +150,14 @@ note_stream(int64_t rec, int before, int edge, uint32_t bound)
         return;
     /* The two default-stream handles: CUPTI takes NULL plus a per-thread flag. */
     uint8_t per_thread = stream == cudaStreamPerThread;
-    CUstream s = (per_thread || stream == cudaStreamLegacy) ? NULL : (CUstream)stream;
+    int is_default = per_thread || stream == cudaStreamLegacy || stream == NULL;
+    if (is_default && device >= 0 && device < GP_MAX_DEVICES &&
+        default_ids[device][per_thread].session == session) {
+        gp_records_note_region_stream(rec, (uint32_t)device, default_ids[device][per_thread].id,
+                                      before, edge, bound);
+        return;
+    }
+    CUstream s = is_default ? NULL : (CUstream)stream;
     CUcontext ctx = NULL;
     uint32_t id = UINT32_MAX;
     CUptiResult res = CUPTI_ERROR_UNKNOWN;
@@ -150,6 +169,9 @@ note_stream(int64_t rec, int before, int edge, uint32_t bound)
         id = UINT32_MAX;
         stream_errors++;
         last_stream_error = ctx == NULL ? -1 : (int)res;
+    } else if (is_default && device >= 0 && device < GP_MAX_DEVICES) {
+        default_ids[device][per_thread].session = session;
+        default_ids[device][per_thread].id = id;
     }
     gp_records_note_region_stream(rec, (uint32_t)device, id, before, edge, bound);
 }
@@ -170,6 +192,7 @@ gp_attribution_set_tracing(int on)
     if (on) {
         if (watch_calls(1) < 0)
             return -1;
+        session++; /* default streams' ids are looked up again: the contexts may be new */
         int64_t inner = gp_region_innermost();
         if (inner >= 0 && (pushed.n == 0 || pushed.ids[pushed.n - 1] != inner))
             push_id(inner);
