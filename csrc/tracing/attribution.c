@@ -61,9 +61,11 @@ remove_id(id_stack *s, int64_t rec)
  * written only by it (region enter and exit). */
 static uint8_t watched[2][1024];
 
-/* With the CUPTI region clock, the highest correlation id of a watched call made so far, on any
- * thread: what a region notes as its bounds at enter and exit instead of recording events (a
- * call made after the enter has a higher id; CUPTI numbers calls in the order they are made). */
+/* The highest correlation id of a watched call made while tracing, on any thread: what a region
+ * on the CUPTI clock notes as its bounds at enter and exit instead of recording events (a call
+ * made after the enter has a higher id; CUPTI numbers calls in the order they are made). Kept
+ * from the start of tracing, not only while the clock is on, so that a region entered just
+ * after the clock went on does not reach back to calls made since tracing started. */
 static uint32_t last_call;
 
 static void
@@ -80,17 +82,13 @@ handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, cons
 {
     if (!__atomic_load_n(&tracing, __ATOMIC_ACQUIRE) || cbid >= 1024)
         return;
-    int bounds = __atomic_load_n(&gp_regions_cupti_clock, __ATOMIC_RELAXED);
-    if (pushed.n == 0 && !bounds)
-        return;
     int d = domain == CUPTI_CB_DOMAIN_DRIVER_API;
     if ((!d && domain != CUPTI_CB_DOMAIN_RUNTIME_API) || !watched[d][cbid])
         return;
     const CUpti_CallbackData *data = cbdata;
     if (data->callbackSite != CUPTI_API_ENTER)
         return;
-    if (bounds)
-        note_last_call(data->correlationId);
+    note_last_call(data->correlationId);
     if (pushed.n > 0)
         gp_records_note_call(data->correlationId, (uint64_t)pushed.ids[pushed.n - 1] + 1);
 }
