@@ -237,14 +237,21 @@ class Profile:
     def _attributed(self, table: str) -> tuple:
         """(region record, start_ns, end_ns) of each kernel, copy or set of the trace, by the
         same rules as p.kernels / p.memcpy / p.memset, without building those tables."""
-        c = self._chunk
-        raw = getattr(c, table)
-        if table == "memcpy":
-            launch, order = copy_record_ids(raw, c.extcorr), enqueue_order(raw)
-        else:
-            launch, order = attribute(raw["correlation_id"], c.extcorr), raw["correlation_id"]
-        rec, _ = self._attribute(raw, launch, order)
+        raw = getattr(self._chunk, table)
+        rec, _ = self._row_regions(table)
         return rec, raw["start"].astype(np.int64), raw["end"].astype(np.int64)
+
+    def _row_regions(self, table: str) -> tuple:
+        """(record, rule) of each row of the raw "kernels", "memcpy" or "memset" records
+        (_attribute), computed once: for the CUPTI region clock at stop and for the tables."""
+        def build():
+            c = self._chunk
+            raw = getattr(c, table)
+            if table == "memcpy":
+                return self._attribute(raw, copy_record_ids(raw, c.extcorr), enqueue_order(raw))
+            return self._attribute(raw, attribute(raw["correlation_id"], c.extcorr),
+                                   raw["correlation_id"])
+        return self._cached(f"regions of {table}", build)
 
     @classmethod
     def _from_window(cls, window: Window, records=None, limits=None, python_lines=None,
@@ -348,8 +355,7 @@ class Profile:
         arrival; sort by start_ns for time order."""
         def build():
             c = self._chunk
-            rec, rule = self._attribute(c.kernels, attribute(c.kernels["correlation_id"], c.extcorr),
-                                        c.kernels["correlation_id"])
+            rec, rule = self._row_regions("kernels")
             out = build_kernels(c.kernels, c.names, rec, self._region_names(), self._limits_of, rule)
             out["python_line"], _, out["python_stack"] = pylines.columns(
                 self.python_lines, c.kernels["correlation_id"])
@@ -362,8 +368,7 @@ class Profile:
         destination memory kinds, device/context/stream, region, gbps (bytes per ns = GB/s)."""
         def build():
             c = self._chunk
-            rec, rule = self._attribute(c.memcpy, copy_record_ids(c.memcpy, c.extcorr),
-                                        enqueue_order(c.memcpy))
+            rec, rule = self._row_regions("memcpy")
             out = build_memcpy(c.memcpy, rec, self._region_names(), rule)
             out["python_line"], _, out["python_stack"] = pylines.columns(
                 self.python_lines, c.memcpy["runtime_correlation_id"], c.memcpy["correlation_id"])
@@ -375,8 +380,7 @@ class Profile:
         """One row per memory set: times, bytes, value, memory kind, device/context/stream, region."""
         def build():
             c = self._chunk
-            rec, rule = self._attribute(c.memset, attribute(c.memset["correlation_id"], c.extcorr),
-                                        c.memset["correlation_id"])
+            rec, rule = self._row_regions("memset")
             out = build_memset(c.memset, rec, self._region_names(), rule)
             out["python_line"], _, out["python_stack"] = pylines.columns(
                 self.python_lines, c.memset["correlation_id"])
