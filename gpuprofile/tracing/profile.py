@@ -217,9 +217,10 @@ class Profile:
         try:
             w = self._stopped()
             rows = [self._attributed(table) for table in ("kernels", "memcpy", "memset")]
-            target, ms = cupti_region_times(
-                recs, np.concatenate([r[0] for r in rows]), np.concatenate([r[1] for r in rows]),
-                np.concatenate([r[2] for r in rows]), w.offset_ns, w.t1)
+            rec, start, end, device, stream, order = (np.concatenate([r[j] for r in rows])
+                                                      for j in range(6))
+            target, ms = cupti_region_times(recs, rec, start, end, w.offset_ns, w.t1,
+                                            (self._intervals(), device, stream, order))
         except BaseException as exc:  # Ctrl-C too: fail them now, not leave them waiting
             self.errors.append(f"regions on the CUPTI clock have no GPU time: {exc!r}")
             target = np.flatnonzero(pending_cupti(recs))
@@ -235,11 +236,16 @@ class Profile:
             raise interrupted
 
     def _attributed(self, table: str) -> tuple:
-        """(region record, start_ns, end_ns) of each kernel, copy or set of the trace, by the
-        same rules as p.kernels / p.memcpy / p.memset, without building those tables."""
-        raw = getattr(self._chunk, table)
+        """(region record, start_ns, end_ns, device, stream, call order) of each kernel, copy or
+        set of the trace, by the same rules as p.kernels / p.memcpy / p.memset, without building
+        those tables."""
+        c = self._chunk
+        raw = getattr(c, table)
         rec, _ = self._row_regions(table)
-        return rec, raw["start"].astype(np.int64), raw["end"].astype(np.int64)
+        order = enqueue_order(raw) if table == "memcpy" else raw["correlation_id"]
+        return (rec, raw["start"].astype(np.int64), raw["end"].astype(np.int64),
+                raw["device"].astype(np.int64), raw["stream"].astype(np.int64),
+                np.asarray(order, np.int64))
 
     def _row_regions(self, table: str) -> tuple:
         """(record, rule) of each row of the raw "kernels", "memcpy" or "memset" records

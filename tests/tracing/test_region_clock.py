@@ -183,3 +183,42 @@ def test_ctrl_c_while_computing_fails_the_regions_and_is_raised(monkeypatch):
         p._fill_region_clock()
     (_, target, ms), = calls
     assert target.tolist() == [0] and np.isnan(ms).all()
+
+
+def _iv(rows):
+    """rows: (record, stream, start, end) on device 0, as region_intervals gives them."""
+    cols = list(zip(*rows, strict=True))
+    return {"record": np.array(cols[0], np.int64), "device": np.zeros(len(rows), np.int64),
+            "stream": np.array(cols[1], np.int64), "start": np.array(cols[2], np.int64),
+            "end": np.array(cols[3], np.int64)}
+
+
+def test_stream_spans_take_everything_enqueued_on_the_stream_between_the_bounds():
+    # a (10..20) and b (12..30) interleave on stream 7, as two asyncio tasks on one thread do;
+    # c is still open at the stop (END); d's stream has no rows; e's interval holds none
+    iv = _iv([(0, 7, 10, 20), (1, 7, 12, 30), (2, 7, 26, _attribution.END), (3, 9, 0, 99),
+              (4, 7, 40, 50)])
+    order = [15, 25, 16, 27, 9]
+    stream = [7, 7, 8, 7, 7]
+    start = [100, 300, 50, 600, 1]
+    end = [200, 500, 900, 700, 2]
+    lo, hi = _clock.stream_spans(6, iv, np.zeros(5), stream, order, start, end)
+    assert lo[:3].tolist() == [100, 100, 600] and hi[:3].tolist() == [200, 700, 700]
+    assert (lo[3:] == _clock.NO_START).all() and (hi[3:] == _clock.NO_END).all()
+    empty = _clock.stream_spans(2, iv, [], [], [], [], [])
+    assert (empty[0] == _clock.NO_START).all()
+
+
+def test_interleaved_tasks_regions_read_what_their_events_would(monkeypatch):
+    """Task a's kernel is attributed to b (b was pushed last on the shared thread), yet a's
+    events would have bracketed it: a's time comes from its stream interval, not 'no work'."""
+    E, X = _attribution.EDGE_ENTER, _attribution.EDGE_EXIT
+    recs = _records([("a", -1, "cupti", False, 100), ("b", -1, "cupti", False, 100)])
+    k, ext = S.kernels(3, streams=1, regions=[-1, 1, 1])  # ids 1 (outside), 2 and 3
+    streams = _bounds([(0, 7, E, 1), (1, 7, E, 1), (0, 0, X, 3), (1, 0, X, 4)])
+    p, calls = _cupti_profile(monkeypatch, recs, k, ext, streams)
+    p._fill_region_clock()
+    (_, target, ms), = calls
+    assert target.tolist() == [0, 1]
+    # kernels of 1000 ns, 500 ns apart: #2 is 1500..2500, #3 is 3000..4000 (from T0 + 1000)
+    np.testing.assert_allclose(ms, [1000 / 1e6, 2500 / 1e6], rtol=0, atol=1e-12)

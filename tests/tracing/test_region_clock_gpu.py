@@ -206,10 +206,9 @@ def test_regions_on_threads_each_get_their_own_span():
 
     gp.reset()
     with gp.profile(memory=False):
-        threads = [threading.Thread(target=worker, args=(f"t{j}", (j + 1) * MS)) for j in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
+        for j in range(3):  # one after the other: on one stream, overlapping regions would
+            t = threading.Thread(target=worker, args=(f"t{j}", (j + 1) * MS))  # bracket each
+            t.start()  # other's kernels, as their events would
             t.join()
     C._synchronize()
     for j in range(3):
@@ -229,3 +228,31 @@ def test_memory_regions_keep_their_peak_on_the_cupti_clock():
     rec = gp.records()
     rec = rec[rec["name"] == "alloc"][-1]
     assert rec["gpu_clock"] == "cupti" and rec["gpu_ms"] >= 0.099
+
+
+def test_interleaved_asyncio_tasks_read_what_their_events_read():
+    """Two tasks interleave on one thread: a's kernel is launched while b's region is the last
+    one pushed, so it is attributed to b, but a's events bracket it; the CUPTI clock takes a's
+    stream interval too and reads the same."""
+    import asyncio
+
+    async def task(name, ns):
+        with gp.region(name):
+            await asyncio.sleep(0)
+            gp.kernels.spin(ns)
+            await asyncio.sleep(0)
+
+    async def both():
+        await asyncio.gather(task("a", MS), task("b", 2 * MS))
+
+    def body():
+        _busy()
+        asyncio.run(both())
+
+    _run("events", body, reps=3)
+    ev = {n: _times(n)[1] for n in ("a", "b")}
+    _run("cupti", body, reps=3)
+    cu = {n: _times(n)[1] for n in ("a", "b")}
+    for name in ("a", "b"):
+        assert np.isfinite(cu[name]).all(), (name, cu[name])
+        assert np.all(np.abs(cu[name] - ev[name]) / ev[name] < 0.01), (name, ev[name], cu[name])
