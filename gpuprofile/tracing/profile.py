@@ -216,6 +216,9 @@ class Profile:
         interrupted = None
         try:
             w = self._stopped()
+            if w.partial or w.chunk.dropped:  # records are missing: a span could come out short
+                raise _C.GpuProfileError(f"the trace is incomplete ({w.chunk.dropped} records "
+                                         f"dropped{', stop interrupted' if w.partial else ''})")
             rows = [self._attributed(table) for table in ("kernels", "memcpy", "memset")]
             rec, start, end, device, stream, order = (np.concatenate([r[j] for r in rows])
                                                       for j in range(6))

@@ -222,3 +222,17 @@ def test_interleaved_tasks_regions_read_what_their_events_would(monkeypatch):
     assert target.tolist() == [0, 1]
     # kernels of 1000 ns, 500 ns apart: #2 is 1500..2500, #3 is 3000..4000 (from T0 + 1000)
     np.testing.assert_allclose(ms, [1000 / 1e6, 2500 / 1e6], rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("partial, dropped", [(True, 0), (False, 3)])
+def test_an_incomplete_trace_fails_the_regions(monkeypatch, partial, dropped):
+    """Records missing from the trace could make a span short: no time rather than a wrong one."""
+    recs = _records([("a", -1, "cupti", False, 100)])
+    k, ext = S.kernels(2, regions=[0, 0])
+    p, calls = _cupti_profile(monkeypatch, recs, k, ext)
+    p._window.partial = partial
+    p._window.chunk.dropped = dropped
+    p._fill_region_clock()
+    (_, target, ms), = calls
+    assert target.tolist() == [0] and np.isnan(ms).all()
+    assert any("incomplete" in e for e in p.errors), p.errors
