@@ -46,23 +46,28 @@ get_column(PyObject *obj, Py_buffer *view, char code, const char *what)
     return 0;
 }
 
-/* _regions_fill_cupti(generation, records, ms) -> records filled.
+/* _regions_fill_cupti(generation, records, ms, rest_failed=False) -> records filled.
  *
  * Gives the CUPTI-clock records of a stopped profile their GPU time: records[k] gets ms[k] (the
  * span of the traced work attributed to it and to the regions inside it), or is failed when
  * ms[k] is NaN (the profile's stop cut it: its trace is incomplete). Every other CUPTI-clock
- * record not filled yet had no traced GPU work: no GPU time (gpu_ms stays NaN), never a 0. A
- * record still open is failed too. Refused while the clock is on (the records are not final);
+ * record not filled yet had no traced GPU work: no GPU time (gpu_ms stays NaN), never a 0; or,
+ * with `rest_failed` (the trace or the records could not be read), is failed. A record still
+ * open is failed too. Refused while the clock is on (the records are not final);
  * nothing happens when `generation` is not the store's (reset() ran: the records are gone). */
 static PyObject *
 regions_fill_cupti(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 3) {
-        PyErr_SetString(PyExc_TypeError, "_regions_fill_cupti(generation, records, ms)");
+    if (nargs != 3 && nargs != 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_regions_fill_cupti(generation, records, ms, rest_failed=False)");
         return NULL;
     }
     unsigned long long generation = PyLong_AsUnsignedLongLong(args[0]);
     if (generation == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    int rest_failed = nargs == 4 ? PyObject_IsTrue(args[3]) : 0; /* may run Python: before */
+    if (rest_failed < 0)
         return NULL;
     Py_buffer rv, mv;
     if (get_column(args[1], &rv, 'q', "records") < 0)
@@ -126,7 +131,7 @@ regions_fill_cupti(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             continue;
         r->flags |= REC_FILLED;
         if (!(r->flags & REC_FAILED)) /* failed already: its thread ended inside it */
-            r->flags |= r->state == REC_OPEN ? REC_FAILED : REC_NO_WORK;
+            r->flags |= r->state == REC_OPEN || rest_failed ? REC_FAILED : REC_NO_WORK;
         filled++;
     }
     result = PyLong_FromLong(filled);

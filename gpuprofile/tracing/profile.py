@@ -28,7 +28,7 @@ from .activity import API, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Coll
 from .attribution import attribute, combine, region_intervals
 from .occupancy import limits_for
 from .options import OPTIONS_HELP, SIGNATURE, ProfileOptions
-from .region_clock import cupti_region_times, pending_cupti
+from .region_clock import cupti_region_times
 from .shaping import build_kernels, build_memcpy, build_memset, copy_record_ids, enqueue_order
 from .summary import Summary, busy_ns, factorize, group_rows, region_rows
 from .timeline import build_timeline, region_memory
@@ -210,33 +210,33 @@ class Profile:
         (tracing/region_clock.py), then reads the records again. Whatever fails, those regions
         end up failed (no GPU time), never waiting for a time that cannot come."""
         generation, self._clock_generation = self._clock_generation, None
-        if generation is None or self._records is None:
+        if generation is None:
             return
-        recs = self._records
-        interrupted = None
+        target, ms = np.empty(0, np.int64), np.empty(0)
+        failed: BaseException | None = None
         try:
             w = self._stopped()
+            if self._records is None:
+                raise _C.GpuProfileError("the region records could not be read")
             if w.partial or w.chunk.dropped:  # records are missing: a span could come out short
                 raise _C.GpuProfileError(f"the trace is incomplete ({w.chunk.dropped} records "
                                          f"dropped{', stop interrupted' if w.partial else ''})")
             rows = [self._attributed(table) for table in ("kernels", "memcpy", "memset")]
             rec, start, end, device, stream, order = (np.concatenate([r[j] for r in rows])
                                                       for j in range(6))
-            target, ms = cupti_region_times(recs, rec, start, end, w.offset_ns, w.t1,
+            target, ms = cupti_region_times(self._records, rec, start, end, w.offset_ns, w.t1,
                                             (self._intervals(), device, stream, order))
         except BaseException as exc:  # Ctrl-C too: fail them now, not leave them waiting
             self.errors.append(f"regions on the CUPTI clock have no GPU time: {exc!r}")
-            target = np.flatnonzero(pending_cupti(recs))
-            ms = np.full(target.size, np.nan)
-            interrupted = None if isinstance(exc, Exception) else exc
-        try:
+            failed = exc
+        try:  # with `failed`, every region still waiting is failed
             _C._regions_fill_cupti(generation, np.ascontiguousarray(target, np.int64),
-                                   np.ascontiguousarray(ms, np.float64))
+                                   np.ascontiguousarray(ms, np.float64), failed is not None)
         except Exception as exc:
             self.errors.append(f"regions on the CUPTI clock have no GPU time: {exc}")
         self._snapshot_regions()
-        if interrupted is not None:
-            raise interrupted
+        if failed is not None and not isinstance(failed, Exception):
+            raise failed
 
     def _attributed(self, table: str) -> tuple:
         """(region record, start_ns, end_ns, device, stream, call order) of each kernel, copy or

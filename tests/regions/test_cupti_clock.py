@@ -68,8 +68,15 @@ def test_fill_refuses_columns_of_the_wrong_type():
         C._regions_fill_cupti(g, np.zeros(1, np.int64), np.zeros((1, 1)))
     with pytest.raises(TypeError):
         C._regions_fill_cupti(g, [0], [1.0])  # no buffer
-    with pytest.raises(TypeError, match=r"_regions_fill_cupti\(generation, records, ms\)"):
+    with pytest.raises(TypeError, match=r"_regions_fill_cupti\(generation, records, ms, rest_"):
         C._regions_fill_cupti(g, np.zeros(1, np.int64))
+
+    class Bad:
+        def __bool__(self):
+            raise RuntimeError("no truth")
+
+    with pytest.raises(RuntimeError, match="no truth"):
+        C._regions_fill_cupti(g, np.zeros(0, np.int64), np.zeros(0), Bad())
     with pytest.raises(OverflowError):
         C._regions_fill_cupti(-1, np.zeros(0, np.int64), np.zeros(0))
 

@@ -128,8 +128,8 @@ def test_a_stopping_profile_fills_in_the_span_of_each_region(monkeypatch):
     streams = _bounds([(2, 7, _attribution.EDGE_ENTER, 2), (2, 0, _attribution.EDGE_EXIT, 5)])
     p, calls = _cupti_profile(monkeypatch, recs, k, ext, streams)
     p._fill_region_clock()
-    (generation, target, ms), = calls
-    assert generation == 7 and p._clock_generation is None and p.errors == []
+    (generation, target, ms, rest_failed), = calls
+    assert generation == 7 and p._clock_generation is None and p.errors == [] and not rest_failed
     assert target.tolist() == [0, 1, 2, 4]
     # back to back, 1000 ns kernels 500 ns apart: fwd 0..2500, bwd 3000..5500, step 0..7000
     np.testing.assert_allclose(ms[:3], [7000 / 1e6, 2500 / 1e6, 2500 / 1e6], rtol=0, atol=1e-12)
@@ -144,9 +144,19 @@ def test_a_fill_that_cannot_compute_fails_the_regions_instead(monkeypatch):
     p, calls = _cupti_profile(monkeypatch, recs, k, ext)
     p._window = None  # e.g. the activity stop failed: no trace to read
     p._fill_region_clock()
-    (_, target, ms), = calls
-    assert target.tolist() == [0] and np.isnan(ms).all()
+    (_, target, ms, rest_failed), = calls
+    assert target.size == ms.size == 0 and rest_failed  # every waiting region: failed
     assert any("no GPU time" in e for e in p.errors), p.errors
+
+
+def test_records_that_cannot_be_read_fail_the_regions(monkeypatch):
+    k, ext = S.kernels(1, regions=[0])
+    p, calls = _cupti_profile(monkeypatch, None, k, ext)
+    p._snapshot_regions = lambda: None
+    p._fill_region_clock()
+    (_, target, _, rest_failed), = calls
+    assert target.size == 0 and rest_failed
+    assert any("could not be read" in e for e in p.errors), p.errors
 
 
 def test_profile_without_the_cupti_clock_fills_nothing(monkeypatch):
@@ -181,8 +191,8 @@ def test_ctrl_c_while_computing_fails_the_regions_and_is_raised(monkeypatch):
     monkeypatch.setattr(_profile, "cupti_region_times", interrupted)
     with pytest.raises(KeyboardInterrupt):
         p._fill_region_clock()
-    (_, target, ms), = calls
-    assert target.tolist() == [0] and np.isnan(ms).all()
+    (_, target, _, rest_failed), = calls
+    assert target.size == 0 and rest_failed
 
 
 def _iv(rows):
@@ -218,7 +228,7 @@ def test_interleaved_tasks_regions_read_what_their_events_would(monkeypatch):
     streams = _bounds([(0, 7, E, 1), (1, 7, E, 1), (0, 0, X, 3), (1, 0, X, 4)])
     p, calls = _cupti_profile(monkeypatch, recs, k, ext, streams)
     p._fill_region_clock()
-    (_, target, ms), = calls
+    (_, target, ms, _), = calls
     assert target.tolist() == [0, 1]
     # kernels of 1000 ns, 500 ns apart: #2 is 1500..2500, #3 is 3000..4000 (from T0 + 1000)
     np.testing.assert_allclose(ms, [1000 / 1e6, 2500 / 1e6], rtol=0, atol=1e-12)
@@ -233,6 +243,6 @@ def test_an_incomplete_trace_fails_the_regions(monkeypatch, partial, dropped):
     p._window.partial = partial
     p._window.chunk.dropped = dropped
     p._fill_region_clock()
-    (_, target, ms), = calls
-    assert target.tolist() == [0] and np.isnan(ms).all()
+    (_, target, _, rest_failed), = calls
+    assert target.size == 0 and rest_failed
     assert any("incomplete" in e for e in p.errors), p.errors
