@@ -7,7 +7,13 @@
    configuration runs in its own process (one CUPTI client per process; no residue from an
    earlier one), modes interleaved round by round; the figure is the median over all repeats of
    launch time / launches.
-2. Region enter+exit cost with and without tracing (tracing pushes an external correlation id).
+2. Region enter+exit cost with and without tracing (tracing pushes an external correlation id),
+   and in the launch-bound loop (one empty kernel per iteration, under gpuprofile.profile()):
+   the region on events (region_clock="events") against the region on the CUPTI clock (the
+   default: no events while tracing) and against NVTX push/pop, each minus the bare launch of
+   the same round; modes interleaved in blocks in one process, rotated each round; the median
+   of the per-round differences with its distribution-free 95 % interval. Every block checks
+   that its regions were timed by the clock it claims.
 3. 1,000,000 tiny kernels traced: records received, dropped records, and the time to stop
    (flush + hand-over), build the arrays, and export the Chrome trace (plain and gzip).
 The cost of Python lines (profile(python_stacks=...)) is benchmarks/bench_pylines.py's.
@@ -27,6 +33,7 @@ import sys
 import tempfile
 import time
 
+import numpy as np
 from _children import run_child
 
 MODES = {
@@ -166,6 +173,73 @@ def child_regions(n: int, repeats: int) -> dict:
     return {"regions": n, "best_ns_off": off, "best_ns_tracing": on}
 
 
+REGION_CLOCK_MODES = {
+    "launch": "the launch alone",
+    "nvtx": "gp.nvtx.push/pop around the launch",
+    "events": 'with gp.region(): ..., profile(region_clock="events")',
+    "cupti": "with gp.region(): ..., profile() (CUPTI region clock)",
+}
+
+
+def child_region_clock(n: int, rounds: int) -> dict:
+    """Per-iteration host time of the launch-bound loop in each REGION_CLOCK_MODES mode, every
+    block under its own gpuprofile.profile() (all kinds); round 0 warms up and is dropped."""
+    import gpuprofile as gp
+    from gpuprofile import _C
+    from gpuprofile._stats import median_ci
+
+    launch = _C._launch_empty
+
+    def plain():
+        for _ in range(n):
+            launch(1)
+
+    def with_nvtx():
+        push, pop = gp.nvtx.push, gp.nvtx.pop
+        for _ in range(n):
+            push("step")
+            launch(1)
+            pop()
+
+    def with_region():
+        region = gp.region
+        for _ in range(n):
+            with region("step"):
+                launch(1)
+
+    bodies = {"launch": plain, "nvtx": with_nvtx, "events": with_region, "cupti": with_region}
+    modes = list(bodies)
+    per: dict = {m: [] for m in modes}
+    launch(1000)
+    _C._synchronize()
+    for r in range(rounds + 1):
+        for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+            gp.reset()
+            with gp.profile(region_clock="events" if mode == "events" else "cupti"):
+                _C._synchronize()
+                t = time.perf_counter_ns()
+                bodies[mode]()
+                ns = (time.perf_counter_ns() - t) / n
+            if mode in ("events", "cupti"):  # validate: the clock the mode claims timed them all
+                rec = gp.records()
+                timed = (rec["gpu_clock"] == mode) & np.isfinite(rec["gpu_ms"])
+                if len(rec) != n or not timed.all():
+                    raise RuntimeError(f"{mode}: {int(timed.sum())} of {len(rec)} regions timed "
+                                       f"by {mode} (expected {n})")
+            if r:
+                per[mode].append(ns)
+    out: dict = {"iterations": n, "rounds": rounds, "ns_per_iteration": per}
+
+    def paired(a, b):
+        diffs = [x - y for x, y in zip(per[a], per[b], strict=True)]
+        low, high = median_ci(diffs)
+        return {"median_ns": statistics.median(diffs), "low_ns": low, "high_ns": high}
+
+    out["added"] = {m: paired(m, "launch") for m in modes[1:]}
+    out["cupti_minus_events"] = paired("cupti", "events")
+    return out
+
+
 def child_big(n: int, regions: bool) -> dict:
     import gpuprofile as gp
     from gpuprofile import _C
@@ -216,6 +290,22 @@ def _table(headers, rows) -> str:
     return text_table(headers, rows)
 
 
+def _print_region_clock(results: dict) -> None:
+    rc = results["region_clock"]
+    if "error" in rc:
+        print("region clock comparison: error:", " ".join(rc["error"]))
+        return
+    rows = [[m, REGION_CLOCK_MODES[m], a["median_ns"] / 1e3, a["low_ns"] / 1e3, a["high_ns"] / 1e3]
+            for m, a in rc["added"].items()]
+    d = rc["cupti_minus_events"]
+    rows.append(["cupti - events", "paired per round", d["median_ns"] / 1e3, d["low_ns"] / 1e3,
+                 d["high_ns"] / 1e3])
+    launch = statistics.median(rc["ns_per_iteration"]["launch"]) / 1e3
+    print(f"launch-bound loop under gpuprofile.profile(), {results['device']}: {launch:.2f} us per "
+          f"bare iteration; {rc['iterations']} iterations x {rc['rounds']} interleaved rounds")
+    print(_table(["mode", "what", "added us/iteration (median)", "95% low", "95% high"], rows))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--launches", type=int, default=50_000, help="launches per repeat")
@@ -223,6 +313,12 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5, help="processes per mode, interleaved")
     ap.add_argument("--big", type=int, default=1_000_000, help="kernels in the large trace")
     ap.add_argument("--skip-big", action="store_true", help="leave out the 1M-kernel trace")
+    ap.add_argument("--clock-iterations", type=int, default=5000,
+                    help="iterations per block of the region-clock comparison")
+    ap.add_argument("--clock-rounds", type=int, default=20,
+                    help="rounds of interleaved blocks of the region-clock comparison")
+    ap.add_argument("--region-clock-only", action="store_true",
+                    help="run only the region-clock comparison (events vs CUPTI vs NVTX)")
     ap.add_argument("--output", default="bench_tracing.json")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -232,6 +328,8 @@ def main(argv=None) -> int:
             result = child_launch(rest[0], int(rest[1]), int(rest[2]))
         elif kind == "regions":
             result = child_regions(int(rest[0]), int(rest[1]))
+        elif kind == "region_clock":
+            result = child_region_clock(int(rest[0]), int(rest[1]))
         else:
             result = child_big(int(rest[0]), rest[1] == "1")
         print(json.dumps(result), flush=True)
@@ -246,6 +344,14 @@ def main(argv=None) -> int:
         return 1
     results = {"device": gp.device_info(0).name, "cupti": gp._C._cupti_info(),
                "launch": {}, "regions": None, "big": []}
+    results["region_clock"] = _child(["region_clock", str(args.clock_iterations),
+                                      str(args.clock_rounds)], timeout=600)
+    if args.region_clock_only:
+        with open(args.output, "w") as f:
+            json.dump(results, f, indent=1)
+        _print_region_clock(results)
+        print(f"results written to {args.output}")
+        return 0
     modes = [m for m in MODES if m != "torch.profiler" or _torch_available()]
     # Every mode once per round, rounds repeated: the machine's drift (this VM's launch cost moves
     # by ±0.5 us between processes) hits every mode alike; the figure is the median of all repeats.
@@ -284,6 +390,7 @@ def main(argv=None) -> int:
     if "error" not in reg:
         print(_table(["region enter+exit", "ns"], [["tracing off", reg["best_ns_off"]],
                                                    ["tracing on (id push/pop)", reg["best_ns_tracing"]]]))
+    _print_region_clock(results)
     big_rows = []
     for b in results["big"]:
         if "error" in b:

@@ -115,26 +115,31 @@ def stats(name: str) -> RegionStats:
 @overload
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
             regions: bool = True, stream_attribution: bool = True, python_stacks=False,
-            schedule: None = None, on_trace_ready: None = None) -> Profile: ...
+            region_clock: str = "cupti", schedule: None = None,
+            on_trace_ready: None = None) -> Profile: ...
 @overload
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True, python_stacks=False, *,
-            schedule: Schedule, on_trace_ready: Callable[[ScheduledProfile], object] | None = None,
+            regions: bool = True, stream_attribution: bool = True, python_stacks=False,
+            region_clock: str = "cupti", *, schedule: Schedule,
+            on_trace_ready: Callable[[ScheduledProfile], object] | None = None,
             ) -> ScheduledProfile: ...
 @overload
 def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True, python_stacks=False, *,
-            schedule: Schedule | None = None, on_trace_ready: Callable[[ScheduledProfile], object],
+            regions: bool = True, stream_attribution: bool = True, python_stacks=False,
+            region_clock: str = "cupti", *, schedule: Schedule | None = None,
+            on_trace_ready: Callable[[ScheduledProfile], object],
             ) -> ScheduledProfile: ...
 def profile(kernels=True, memcpy=True, memset=True, memory=True, regions=True,
-            stream_attribution=True, python_stacks=False, schedule=None, on_trace_ready=None):
+            stream_attribution=True, python_stacks=False, region_clock="cupti", schedule=None,
+            on_trace_ready=None):
     """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
     (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
     gpuprofile.tracing.profile.profile. With schedule=gpuprofile.schedule(wait=, warmup=,
     active=) and/or on_trace_ready=fn, as torch.profiler: a ScheduledProfile that traces the
     active steps between p.step() calls (gpuprofile.tracing.schedule)."""
     flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                 stream_attribution=stream_attribution, python_stacks=python_stacks)
+                 stream_attribution=stream_attribution, python_stacks=python_stacks,
+                 region_clock=region_clock)
     if schedule is not None or on_trace_ready is not None:
         from .tracing.schedule import scheduled
 

@@ -32,8 +32,14 @@ RECORD_DTYPE = np.dtype(
         ("failed", "?"),
         ("open", "?"),
         ("memory", "?"),
+        ("gpu_clock", "U6"),
+        ("no_gpu_work", "?"),
     ]
 )
+
+# What measured a GPU record's time: its two CUDA events, or the span of its traced work.
+EVENTS, CUPTI = "events", "cupti"
+
 
 
 def records() -> np.ndarray:
@@ -43,7 +49,11 @@ def records() -> np.ndarray:
     this array, -1 at top level), thread (native thread id), device (-1 for host-clock records),
     clock ('gpu' or 'host'), host_start_ns/host_end_ns (time.monotonic_ns clock), host_ms, gpu_ms
     (NaN for host-clock, failed or still-open records), raised (the body raised), failed (the
-    GPU time could not be measured), open (not exited yet) and memory (a region(memory=True)).
+    GPU time could not be measured), open (not exited yet), memory (a region(memory=True)),
+    gpu_clock ('events': two CUDA events on the region's stream; 'cupti': entered while a
+    gpuprofile.profile() traced with regions, its time is the span of the traced work attributed
+    to it, filled in when the profile stops, NaN until then; '' for host-clock records) and
+    no_gpu_work (a 'cupti' record whose trace holds no GPU work of it: no GPU time, gpu_ms NaN).
     Reading waits for pending GPU work.
     """
     names, packed = _C._records()
@@ -59,13 +69,19 @@ def records() -> np.ndarray:
     out["failed"] = raw["failed"].astype(bool)
     out["open"] = is_open
     out["memory"] = raw["memory"].astype(bool)
+    out["gpu_clock"] = np.where(raw["device"] < 0, "", np.where(raw["cupti"] != 0, CUPTI, EVENTS))
+    out["no_gpu_work"] = raw["no_gpu_work"].astype(bool)
     return out
 
 
 @dataclass(frozen=True)
 class RegionStats(Tabular):
     """Statistics of one region name. Times in ms; `clock` says which clock measured `samples_ms`
-    ('gpu': CUDA events on the region's stream; 'host': the host clock, used without a device)."""
+    ('gpu' or 'host': the host clock, used without a device) and `gpu_clock` how the GPU time was
+    taken ('events': CUDA events on the region's stream; 'cupti': the span of the work a
+    gpuprofile.profile() traced in the region; 'events+cupti': both, for instances inside and
+    outside a profile). no_gpu_work counts the traced instances with no GPU work, which have no
+    GPU time (they are not samples); a name with only those has count 0 and NaN times."""
 
     name: str
     count: int
@@ -81,6 +97,8 @@ class RegionStats(Tabular):
     host_mean_ms: float
     raised: int = 0
     failed: int = 0
+    gpu_clock: str = ""
+    no_gpu_work: int = 0
     samples_ms: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False, compare=False)
 
     def to_dict(self) -> dict:
@@ -93,8 +111,9 @@ class RegionStats(Tabular):
         return [{k: getattr(self, k) for k in self.__dataclass_fields__ if k != "samples_ms"}]
 
     def _row(self):
-        return [self.name, self.count, self.clock, self.total_ms, self.mean_ms, self.median_ms,
-                self.min_ms, self.max_ms, self.p90_ms, self.host_total_ms, self.host_mean_ms]
+        return [self.name, self.count, self.clock, self.gpu_clock, self.total_ms, self.mean_ms,
+                self.median_ms, self.min_ms, self.max_ms, self.p90_ms, self.host_total_ms,
+                self.host_mean_ms, self.no_gpu_work]
 
     def __str__(self) -> str:
         return text_table(_HEADERS, [self._row()])
@@ -103,24 +122,30 @@ class RegionStats(Tabular):
         return html_table(_HEADERS, [self._row()])
 
 
-_HEADERS = ["region", "count", "clock", "total ms", "mean ms", "median ms", "min ms", "max ms",
-            "p90 ms", "host total ms", "host mean ms"]
+_HEADERS = ["region", "count", "clock", "gpu clock", "total ms", "mean ms", "median ms", "min ms",
+            "max ms", "p90 ms", "host total ms", "host mean ms", "no GPU work"]
 
 
 def _stats_from(name: str, recs: np.ndarray) -> RegionStats:
     done = recs[~recs["open"]]
     gpu = done[(done["clock"] == "gpu") & ~done["failed"]]
+    no_work = int(gpu["no_gpu_work"].sum())
+    gpu_clock = "+".join(c for c in (EVENTS, CUPTI) if (gpu["gpu_clock"] == c).any())
     if len(gpu):
-        clock, samples = "gpu", gpu["gpu_ms"]
+        # a CUPTI-clock record is a sample once its profile stopped and found GPU work in it
+        clock, samples = "gpu", gpu["gpu_ms"][np.isfinite(gpu["gpu_ms"])]
     else:
         clock, samples = "host", done[done["clock"] == "host"]["host_ms"]
     s = summary(samples)
     host = summary(done["host_ms"])
+    total = s["total"] if s["count"] else float("nan")  # no sample: no time, not 0 ms
     return RegionStats(
-        name=name, count=s["count"], clock=clock, total_ms=s["total"], mean_ms=s["mean"],
-        median_ms=s["median"], min_ms=s["min"], max_ms=s["max"], p90_ms=s["p90"], stdev_ms=s["stdev"],
-        host_total_ms=host["total"], host_mean_ms=host["mean"], raised=int(done["raised"].sum()),
-        failed=int(done["failed"].sum()), samples_ms=np.array(samples, dtype=np.float64),
+        name=name, count=s["count"], clock=clock, total_ms=total if clock == "gpu" else s["total"],
+        mean_ms=s["mean"], median_ms=s["median"], min_ms=s["min"], max_ms=s["max"],
+        p90_ms=s["p90"], stdev_ms=s["stdev"], host_total_ms=host["total"],
+        host_mean_ms=host["mean"], raised=int(done["raised"].sum()),
+        failed=int(done["failed"].sum()), gpu_clock=gpu_clock, no_gpu_work=no_work,
+        samples_ms=np.array(samples, dtype=np.float64),
     )
 
 

@@ -72,7 +72,7 @@ def region_records(spec) -> np.ndarray:
     for j, (name, parent, start, end, memory) in enumerate(spec):
         depth = 0 if parent < 0 else r[parent]["depth"] + 1
         r[j] = (name, depth, parent, 4242, 0, "gpu", start, end, (end - start) / 1e6, np.nan,
-                False, False, False, memory)
+                False, False, False, memory, "events", False)
     return r
 
 

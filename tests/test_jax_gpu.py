@@ -61,7 +61,7 @@ def test_benchmark_times_xla_work_or_refuses(matmul):
 def test_region_events_that_miss_xla_work_say_so(matmul):
     f, x, truth_ms, _ = matmul
     gp.reset()
-    with gp.profile(memory=False) as p:
+    with gp.profile(memory=False, region_clock="events") as p:
         with gp.region("mm"):
             f(x)
         f(x).block_until_ready()
@@ -70,6 +70,21 @@ def test_region_events_that_miss_xla_work_say_so(matmul):
     assert len(row) == 1 and row["other_stream_items"][0] >= 1, spans
     assert row["span_ms"][0] >= truth_ms * 0.9, (row, truth_ms)
     assert any("'mm'" in n and "other than its own" in n for n in p.summary().notes), p.summary()
+
+
+def test_region_on_the_cupti_clock_covers_xla_work(matmul):
+    """On the CUPTI clock (the default while tracing) a region's time is the span of all its
+    work, XLA's stream included: nothing to note."""
+    f, x, truth_ms, _ = matmul
+    gp.reset()
+    with gp.profile(memory=False) as p:
+        with gp.region("mm"):
+            f(x)
+        f(x).block_until_ready()
+    rec = gp.records()
+    rec = rec[rec["name"] == "mm"][0]
+    assert rec["gpu_clock"] == "cupti" and rec["gpu_ms"] >= truth_ms * 0.9, (rec, truth_ms)
+    assert not any("'mm'" in n for n in p.summary().notes), p.summary()
 
 
 def test_attention_takes_jax_arrays():

@@ -47,7 +47,9 @@ def test_region_report_and_stats():
     assert dict(zip(df["name"], df["count"], strict=True)) == {"a": 2, "b": 1}
     assert list(df.columns[:3]) == ["name", "count", "clock"] and "samples_ms" not in df.columns
     one = gp.stats("a").to_pandas()
-    assert one.shape == (1, 14) and one.loc[0, "name"] == "a" and one.loc[0, "count"] == 2
+    # RegionStats' fields without the samples, gpu_clock and no_gpu_work included
+    assert one.shape == (1, 16) and one.loc[0, "name"] == "a" and one.loc[0, "count"] == 2
+    assert {"gpu_clock", "no_gpu_work"} <= set(one.columns) and one.loc[0, "no_gpu_work"] == 0
     assert one.loc[0, "total_ms"] == gp.stats("a").total_ms
 
 

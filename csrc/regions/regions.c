@@ -11,6 +11,7 @@
  * This file holds the two Python types; the hot path and the per-thread stacks are in stacks.c,
  * the record store and lazy resolution in store.c. */
 #include "regions.h"
+#include "cupti_clock.h"
 #include "core/streams.h"
 #include "core/util.h"
 
@@ -469,7 +470,8 @@ static PyType_Spec regioncall_spec = {
 int
 gp_regions_init(PyObject *module)
 {
-    if (gp_region_stacks_init(module) < 0 || gp_region_store_init(module) < 0)
+    if (gp_region_stacks_init(module) < 0 || gp_region_store_init(module) < 0 ||
+        gp_region_cupti_clock_init(module) < 0)
         return -1;
     RegionType = (PyTypeObject *)PyType_FromModuleAndSpec(module, &region_spec, NULL);
     if (RegionType == NULL)

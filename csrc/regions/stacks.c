@@ -247,7 +247,7 @@ error:
 
 /* Takes back record `i` of an enter that failed: dropped if it is still the last one, else
  * (Python run meanwhile, by observers or a garbage collection, entered regions after it) kept
- * as a failed record. */
+ * as a failed record. `device`: the pool that lent `ev`, -1 when there are none. */
 static void
 drop_record(int64_t i, int device, cudaEvent_t ev[2])
 {
@@ -295,7 +295,11 @@ push_frame(thread_t *t, gp_region *self, frame_t *parent, int64_t i)
 
 /* Observers hear of the record before its start event is recorded (and of its end after the
  * stop event): while tracing, both cudaEventRecord calls then carry the region's external
- * correlation id, which is how a trace finds the region's interval on the GPU clock. */
+ * correlation id, which is how a trace finds the region's interval on the GPU clock.
+ *
+ * With the CUPTI region clock on (a profile traces with regions), a GPU region records no
+ * events at all: its GPU time is the span of the traced work attributed to it, filled in when
+ * the profile stops (store.c, _regions_fill_cupti). Regions with metrics keep their events. */
 int
 gp_region_enter(gp_region *self)
 {
@@ -307,19 +311,25 @@ gp_region_enter(gp_region *self)
     if (t == NULL)
         return -1;
     int device = -1;
+    int evdev = -1; /* the device whose pool lent `ev`; -1: no events */
     cudaEvent_t ev[2] = {0, 0};
     if (gp_device_count() > 0) {
         if (gp_require_device() < 0)
             return -1;
         device = region_device(self);
-        if (device < 0 || gp_store_acquire_events(device, ev) < 0)
+        if (device < 0)
             return -1;
+        if (!gp_regions_cupti_clock || self->metrics != NULL) {
+            if (gp_store_acquire_events(device, ev) < 0)
+                return -1;
+            evdev = device;
+        }
     }
     frame_t *parent = NULL;
     int64_t i = -1;
     if (context_top(&parent) < 0 || (i = gp_store_append()) < 0) {
-        if (device >= 0)
-            gp_event_pool_give(device, 2, ev);
+        if (evdev >= 0)
+            gp_event_pool_give(evdev, 2, ev);
         return -1;
     }
     /* The record is complete before anything that may run Python (allocating the frame may
@@ -337,22 +347,24 @@ gp_region_enter(gp_region *self)
     r->host_start_ns = r->host_end_ns = 0;
     r->state = REC_OPEN;
     r->flags = self->memory ? REC_MEMORY : 0;
+    if (device >= 0 && evdev < 0)
+        r->flags |= REC_CUPTI;
     gp_store.open++;
     frame_t *f = push_frame(t, self, parent, i);
     if (f == NULL) {
-        drop_record(i, device, ev);
+        drop_record(i, evdev, ev);
         return -1;
     }
     if (gp_regions_n_observers > 0 && gp_store_notify_enter(i) < 0) {
-        abandon_enter(f, device, ev);
+        abandon_enter(f, evdev, ev);
         return -1;
     }
-    if (device >= 0) {
+    if (evdev >= 0) {
         cudaError_t err = cudaEventRecord(ev[0], self->stream);
         if (err != cudaSuccess) {
             if (gp_regions_n_observers > 0)
                 gp_store_notify_exit(i);
-            abandon_enter(f, device, ev);
+            abandon_enter(f, evdev, ev);
             char call[320];
             snprintf(call, sizeof call, "entering region '%.200s': cudaEventRecord(start, stream)",
                      self->name_utf8);
@@ -393,6 +405,8 @@ close_record(gp_region *self, int64_t i, int raised)
     int rc = 0;
     if (r->device < 0) {
         r->state = REC_HOST;
+    } else if (r->flags & REC_CUPTI) {
+        r->state = REC_DONE; /* no GPU time until the profile fills it in */
     } else {
         cudaError_t err = cudaEventRecord(r->ev[1], self->stream);
         if (err == cudaSuccess && gp_store_pending_push(r->device, i) == 0) {

@@ -23,6 +23,8 @@ typedef struct {
     int32_t device;
     int32_t name_index;
     uint8_t raised, failed, open, memory;
+    uint8_t cupti;       /* GPU time from the trace (REC_CUPTI), not from events */
+    uint8_t no_gpu_work; /* filled: the trace attributed no GPU work to it */
 } gp_record_out;
 
 gp_record_store gp_store;
@@ -294,7 +296,7 @@ gp_store_close_failed(int64_t rec)
     gp_record *r = &gp_store.recs[rec];
     r->state = REC_DONE;
     r->flags |= REC_FAILED;
-    if (r->device >= 0)
+    if (r->device >= 0 && !(r->flags & REC_CUPTI))
         gp_event_pool_give(r->device, 2, r->ev);
     gp_store.open--;
 }
@@ -303,6 +305,12 @@ int
 gp_region_record_memory(int64_t index)
 {
     return index >= 0 && (size_t)index < gp_store.n && (gp_store.recs[index].flags & REC_MEMORY);
+}
+
+int
+gp_region_record_cupti(int64_t index)
+{
+    return index >= 0 && (size_t)index < gp_store.n && (gp_store.recs[index].flags & REC_CUPTI);
 }
 
 PyObject *
@@ -355,6 +363,8 @@ records_raw(PyObject *module, PyObject *unused)
         out[k].failed = (r->flags & REC_FAILED) != 0;
         out[k].open = r->state == REC_OPEN;
         out[k].memory = (r->flags & REC_MEMORY) != 0;
+        out[k].cupti = (r->flags & REC_CUPTI) != 0;
+        out[k].no_gpu_work = (r->flags & REC_NO_WORK) != 0;
     }
     PyObject *result = NULL;
     PyObject *names = PyList_New(0), *index = PyDict_New();
@@ -476,6 +486,7 @@ record_layout(PyObject *module, PyObject *unused)
         GP_LAYOUT_FIELD(gp_record_out, device),        GP_LAYOUT_FIELD(gp_record_out, name_index),
         GP_LAYOUT_FIELD(gp_record_out, raised),        GP_LAYOUT_FIELD(gp_record_out, failed),
         GP_LAYOUT_FIELD(gp_record_out, open),          GP_LAYOUT_FIELD(gp_record_out, memory),
+        GP_LAYOUT_FIELD(gp_record_out, cupti),         GP_LAYOUT_FIELD(gp_record_out, no_gpu_work),
     };
     return gp_layout_dtype(fields, sizeof fields / sizeof fields[0], sizeof(gp_record_out));
 }

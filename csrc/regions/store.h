@@ -13,7 +13,17 @@
 #include <stdint.h>
 
 enum { REC_OPEN, REC_PENDING, REC_DONE, REC_HOST };
-enum { REC_RAISED = 1, REC_FAILED = 2, REC_MEMORY = 4 };
+/* REC_CUPTI: entered while a profile traced with the CUPTI region clock (no events; its GPU
+ * time is filled in when the profile stops: REC_FILLED, with REC_NO_WORK when no traced work was
+ * attributed to it, REC_FAILED when the stop cut it). */
+enum {
+    REC_RAISED = 1,
+    REC_FAILED = 2,
+    REC_MEMORY = 4,
+    REC_CUPTI = 8,
+    REC_FILLED = 16,
+    REC_NO_WORK = 32
+};
 
 typedef struct {
     PyObject *name; /* strong reference */
@@ -21,7 +31,7 @@ typedef struct {
     double gpu_ms; /* NaN until resolved */
     int64_t parent;
     uint64_t thread;
-    cudaEvent_t ev[2];
+    cudaEvent_t ev[2];   /* unused by REC_CUPTI records */
     cudaStream_t stream; /* where the events are recorded (valid while the region is open) */
     int32_t depth;
     int16_t device; /* -1: host clock */
@@ -39,6 +49,10 @@ typedef struct {
 extern gp_record_store gp_store;
 extern int gp_regions_enabled; /* enable() / disable() */
 extern int gp_regions_n_observers;
+/* Set by a running gpuprofile.profile() that attributes work to regions (cupti_clock.c):
+ * regions entered meanwhile record no events (REC_CUPTI), except regions with metrics, which
+ * keep them. */
+extern int gp_regions_cupti_clock;
 
 /* A new record at the end of the store (uninitialized); -1 with MemoryError. */
 int64_t gp_store_append(void);
@@ -80,6 +94,9 @@ void gp_store_close_failed(int64_t rec);
 /* Installed by stacks.c: closes the regions of threads that ended inside them (with
  * gp_store_close_failed); records() and reset() call it first. */
 void gp_store_set_dead_threads_hook(void (*hook)(void));
+
+/* Whether record `index` takes its GPU time from the trace (REC_CUPTI); 0 if out of range. */
+int gp_region_record_cupti(int64_t index);
 
 /* Name of record `index` (borrowed), or NULL if out of range. */
 PyObject *gp_region_record_name(int64_t index);

@@ -5,6 +5,7 @@
 #include "records.h"
 #include "core/cupti_loader.h"
 #include "core/device.h"
+#include "core/events.h" /* GP_MAX_DEVICES */
 #include "core/errors.h"
 #include "core/util.h"
 #include "core/context.h"
@@ -60,16 +61,35 @@ remove_id(id_stack *s, int64_t rec)
  * written only by it (region enter and exit). */
 static uint8_t watched[2][1024];
 
+/* The highest correlation id of a watched call made while tracing, on any thread: what a region
+ * on the CUPTI clock notes as its bounds at enter and exit instead of recording events (a call
+ * made after the enter has a higher id; CUPTI numbers calls in the order they are made). Kept
+ * from the start of tracing, not only while the clock is on, so that a region entered just
+ * after the clock went on does not reach back to calls made since tracing started. */
+static uint32_t last_call;
+
+static void
+note_last_call(uint32_t id)
+{
+    uint32_t seen = __atomic_load_n(&last_call, __ATOMIC_RELAXED);
+    while (id > seen && !__atomic_compare_exchange_n(&last_call, &seen, id, 1, __ATOMIC_RELAXED,
+                                                     __ATOMIC_RELAXED))
+        ;
+}
+
 static void
 handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void *cbdata)
 {
-    if (!__atomic_load_n(&tracing, __ATOMIC_ACQUIRE) || pushed.n == 0 || cbid >= 1024)
+    if (!__atomic_load_n(&tracing, __ATOMIC_ACQUIRE) || cbid >= 1024)
         return;
     int d = domain == CUPTI_CB_DOMAIN_DRIVER_API;
     if ((!d && domain != CUPTI_CB_DOMAIN_RUNTIME_API) || !watched[d][cbid])
         return;
     const CUpti_CallbackData *data = cbdata;
-    if (data->callbackSite == CUPTI_API_ENTER)
+    if (data->callbackSite != CUPTI_API_ENTER)
+        return;
+    note_last_call(data->correlationId);
+    if (pushed.n > 0)
         gp_records_note_call(data->correlationId, (uint64_t)pushed.ids[pushed.n - 1] + 1);
 }
 
@@ -103,12 +123,24 @@ watch_calls(int on)
 }
 
 /* Notes which CUPTI stream region `rec` records its events on, for the stream rule
- * (gpuprofile/_attribution.py): work on that stream enqueued between the region's two
+ * (gpuprofile/tracing/attribution.py): work on that stream enqueued between the region's two
  * cudaEventRecord calls ran inside the region, whichever thread enqueued it. A stream CUPTI
  * cannot name is noted as UINT32_MAX (no stream rule for that region) and counted. `before`:
- * the region was open before tracing started. */
+ * the region was open before tracing started. A region on the CUPTI clock records no events:
+ * its enter notes `edge` GP_EDGE_ENTER with the last call's correlation id as its bound. */
+/* CUPTI's ids of each device's two default streams (legacy, per-thread), looked up once per
+ * tracing session: a default stream's handle never names another stream, so regions on it (the
+ * usual case: stream=None, PyTorch's default stream) skip cuStreamGetCtx and
+ * cuptiGetStreamIdEx at enter. A created stream's handle may be reused by a later stream, so
+ * those are looked up every time. GIL held. */
+static uint64_t session; /* bumped when tracing starts */
+static struct {
+    uint64_t session;
+    uint32_t id;
+} default_ids[GP_MAX_DEVICES][2];
+
 static void
-note_stream(int64_t rec, int before)
+note_stream(int64_t rec, int before, int edge, uint32_t bound)
 {
     int device;
     cudaStream_t stream;
@@ -116,7 +148,14 @@ note_stream(int64_t rec, int before)
         return;
     /* The two default-stream handles: CUPTI takes NULL plus a per-thread flag. */
     uint8_t per_thread = stream == cudaStreamPerThread;
-    CUstream s = (per_thread || stream == cudaStreamLegacy) ? NULL : (CUstream)stream;
+    int is_default = per_thread || stream == cudaStreamLegacy || stream == NULL;
+    if (is_default && device >= 0 && device < GP_MAX_DEVICES &&
+        default_ids[device][per_thread].session == session) {
+        gp_records_note_region_stream(rec, (uint32_t)device, default_ids[device][per_thread].id,
+                                      before, edge, bound);
+        return;
+    }
+    CUstream s = is_default ? NULL : (CUstream)stream;
     CUcontext ctx = NULL;
     uint32_t id = UINT32_MAX;
     CUptiResult res = CUPTI_ERROR_UNKNOWN;
@@ -128,8 +167,11 @@ note_stream(int64_t rec, int before)
         id = UINT32_MAX;
         stream_errors++;
         last_stream_error = ctx == NULL ? -1 : (int)res;
+    } else if (is_default && device >= 0 && device < GP_MAX_DEVICES) {
+        default_ids[device][per_thread].session = session;
+        default_ids[device][per_thread].id = id;
     }
-    gp_records_note_region_stream(rec, (uint32_t)device, id, before);
+    gp_records_note_region_stream(rec, (uint32_t)device, id, before, edge, bound);
 }
 
 /* After an exit, the parent becomes innermost: make sure it is the one on top. */
@@ -148,11 +190,12 @@ gp_attribution_set_tracing(int on)
     if (on) {
         if (watch_calls(1) < 0)
             return -1;
+        session++; /* default streams' ids are looked up again: the contexts may be new */
         int64_t inner = gp_region_innermost();
         if (inner >= 0 && (pushed.n == 0 || pushed.ids[pushed.n - 1] != inner))
             push_id(inner);
         if (inner >= 0)
-            note_stream(inner, 1);
+            note_stream(inner, 1, GP_EDGE_EVENTS, 0);
         __atomic_store_n(&tracing, 1, __ATOMIC_RELEASE);
         return 0;
     }
@@ -199,7 +242,10 @@ observe_enter(int64_t rec, void *unused)
         return -1;
     if (tracing) {
         push_id(rec);
-        note_stream(rec, 0);
+        if (gp_region_record_cupti(rec))
+            note_stream(rec, 0, GP_EDGE_ENTER, __atomic_load_n(&last_call, __ATOMIC_RELAXED));
+        else
+            note_stream(rec, 0, GP_EDGE_EVENTS, 0);
     }
     return 0;
 }
@@ -208,8 +254,13 @@ static void
 observe_exit(int64_t rec, void *unused)
 {
     (void)remove_id(&pushed, rec);
-    if (tracing)
+    if (tracing) {
         push_innermost();
+        /* Every call made before this exit has an id below the bound. */
+        if (gp_region_record_cupti(rec))
+            gp_records_note_region_stream(rec, 0, UINT32_MAX, 0, GP_EDGE_EXIT,
+                                          __atomic_load_n(&last_call, __ATOMIC_RELAXED) + 1);
+    }
     memory_exit(rec);
 }
 

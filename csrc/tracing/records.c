@@ -211,7 +211,8 @@ parse_buffer(uint8_t *buffer, size_t valid)
 }
 
 void
-gp_records_note_region_stream(int64_t record, uint32_t device, uint32_t stream, int before)
+gp_records_note_region_stream(int64_t record, uint32_t device, uint32_t stream, int before,
+                              int edge, uint32_t bound)
 {
     pthread_mutex_lock(&store_lock);
     gp_region_stream_out *o = vec_push(&region_streams);
@@ -220,6 +221,8 @@ gp_records_note_region_stream(int64_t record, uint32_t device, uint32_t stream, 
         o->device = device;
         o->stream = stream;
         o->before = before != 0;
+        o->edge = (uint16_t)edge;
+        o->bound = bound;
     }
     pthread_mutex_unlock(&store_lock);
 }
@@ -523,7 +526,8 @@ activity_layouts(PyObject *module, PyObject *unused)
                                               GP_F(gp_extcorr_out, correlation_id)};
     static const gp_layout_field region_stream[] = {
         GP_F(gp_region_stream_out, record), GP_F(gp_region_stream_out, device),
-        GP_F(gp_region_stream_out, stream), GP_F(gp_region_stream_out, before)};
+        GP_F(gp_region_stream_out, stream), GP_F(gp_region_stream_out, before),
+        GP_F(gp_region_stream_out, edge),   GP_F(gp_region_stream_out, bound)};
     return Py_BuildValue(
         "{s:N,s:N,s:N,s:N,s:N,s:N}", "kernel", GP_DTYPE(kernel, gp_kernel_out), "memcpy",
         GP_DTYPE(memcpy_, gp_memcpy_out), "memset", GP_DTYPE(memset_, gp_memset_out), "memory",

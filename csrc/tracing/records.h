@@ -60,10 +60,16 @@ typedef struct {
 
 /* 24 bytes: region record `record` records its events on CUPTI stream `stream` of device
  * `device` (UINT32_MAX: CUPTI could not name the stream). `before`: the region was already open
- * when tracing started (its start event is not in the trace). */
+ * when tracing started (its start event is not in the trace). A region on the CUPTI clock has
+ * no events: its enter and exit are noted as `edge` GP_EDGE_ENTER and GP_EDGE_EXIT rows whose
+ * `bound` is a correlation id (work enqueued by calls strictly between the two bounds ran
+ * inside it); GP_EDGE_EVENTS rows take the bounds from the region's own event records. */
+enum { GP_EDGE_EVENTS, GP_EDGE_ENTER, GP_EDGE_EXIT };
 typedef struct {
     int64_t record;
-    uint32_t device, stream, before, pad;
+    uint32_t device, stream;
+    uint16_t before, edge;
+    uint32_t bound;
 } gp_region_stream_out;
 
 /* Sizes fixed so that a change to a struct is a deliberate one (Python reads the layouts from
@@ -90,7 +96,8 @@ void gp_records_buffer_stats(unsigned long long *in_cupti, unsigned long long *r
 
 /* Notes where a region entered while tracing records its events (handed over with the next
  * take). Any thread; a full store counts the row as lost. */
-void gp_records_note_region_stream(int64_t record, uint32_t device, uint32_t stream, int before);
+void gp_records_note_region_stream(int64_t record, uint32_t device, uint32_t stream, int before,
+                                   int edge, uint32_t bound);
 /* Notes that CUDA call `correlation_id` ran inside region record `external_id - 1` (the
  * attribution handler, on the calling thread, without the GIL): the same record CUPTI's external
  * correlation would give, without CUPTI writing an API record for every call of the process. */

@@ -17,7 +17,10 @@ one decided each row):
   region's stream is named by CUPTI when the region is entered. A region open when tracing
   started has no start call in the trace (it starts at 0); one still open when tracing stopped
   has no stop call (it ends after every call). With several candidates the region whose start
-  came last wins (nested regions: the innermost).
+  came last wins (nested regions: the innermost). A region on the CUPTI clock records no events:
+  csrc/tracing/attribution.c notes its enter and exit instead, each with the correlation id
+  that bounds it (edge rows of the region streams: the last call made before the enter, one
+  past the last call made before the exit).
 
 Work matched by neither rule is left out of every region ("" and record -1).
 """
@@ -47,6 +50,9 @@ def attribute(correlation_ids, extcorr) -> np.ndarray:
 
 NO_STREAM = 0xFFFFFFFF  # a region stream CUPTI could not name
 END = 1 << 32  # after every correlation id (CUPTI's are 32-bit)
+# A region stream row's edge (records.h): bounds from the region's own event records, or the
+# enter and exit bounds of a region on the CUPTI clock.
+EDGE_EVENTS, EDGE_ENTER, EDGE_EXIT = 0, 1, 2
 
 
 def _empty_intervals() -> dict:
@@ -60,7 +66,11 @@ def region_intervals(region_streams, extcorr, ended_after=None) -> dict:
     between start and end was enqueued inside the region. `region_streams`: rows of
     gpuprofile.tracing.activity.REGION_STREAM_RAW. `ended_after(records)` says which regions were still
     open when tracing stopped (default: none)."""
-    rows = region_streams[region_streams["stream"] != NO_STREAM] if len(region_streams) else []
+    if not len(region_streams):
+        return _empty_intervals()
+    edge = region_streams["edge"]
+    exits = region_streams[edge == EDGE_EXIT]
+    rows = region_streams[(edge != EDGE_EXIT) & (region_streams["stream"] != NO_STREAM)]
     if not len(rows):
         return _empty_intervals()
     records, first = np.unique(rows["record"].astype(np.int64), return_index=True)
@@ -78,6 +88,14 @@ def region_intervals(region_streams, extcorr, ended_after=None) -> dict:
         np.minimum.at(lowest, pos_ok[mine], corr[mine])
         start = np.where(lowest < END, lowest, -1)
     start = np.where(rows["before"] != 0, 0, start)
+    bounded = rows["edge"] == EDGE_ENTER
+    start = np.where(bounded, rows["bound"].astype(np.int64), start)
+    end = np.where(bounded, -1, end)
+    if len(exits):
+        ex_rec = exits["record"].astype(np.int64)
+        pos = np.minimum(np.searchsorted(records, ex_rec), len(records) - 1)
+        hit = (records[pos] == ex_rec) & bounded[pos]
+        end[pos[hit]] = exits["bound"][hit].astype(np.int64)
     open_at_stop = (np.asarray(ended_after(records), dtype=bool) if ended_after is not None
                     else np.zeros(len(records), dtype=bool))
     end = np.where(open_at_stop, END, end)

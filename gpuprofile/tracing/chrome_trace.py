@@ -18,6 +18,7 @@ import numpy as np
 
 from .._files import atomic_write
 from .._version import __version__
+from .region_clock import NO_END, subtree_spans
 
 GPU_PID_BASE = 1 << 23  # above any Linux pid (pid_max <= 2**22)
 _CHUNK_EVENTS = 1 << 16
@@ -258,20 +259,11 @@ def gpu_region_spans(kernels, regions):
         return empty
     rec, dev = rec_all[keep], kernels["device"][keep]
     start, end = kernels["start_ns"][keep], kernels["end_ns"][keep]
-    parent = np.asarray(regions["parent"], np.int64)
-    depth = np.asarray(regions["depth"], np.int64)
     out = []
     for d in np.unique(dev):
         on = dev == d
-        lo = np.full(n, np.iinfo(np.int64).max)
-        hi = np.full(n, -1, np.int64)
-        np.minimum.at(lo, rec[on], start[on])
-        np.maximum.at(hi, rec[on], end[on])
-        for level in range(int(depth.max()), 0, -1):  # children into parents, deepest first
-            rows = np.flatnonzero((depth == level) & (hi >= 0) & (parent >= 0))
-            np.minimum.at(lo, parent[rows], lo[rows])
-            np.maximum.at(hi, parent[rows], hi[rows])
-        has = np.flatnonzero(hi >= 0)
+        lo, hi = subtree_spans(regions, rec[on], start[on], end[on])
+        has = np.flatnonzero(hi != NO_END)
         out.append((has, np.full(has.size, d, np.int64), lo[has], hi[has]))
     return tuple(np.concatenate(parts) for parts in zip(*out, strict=True))
 

@@ -23,6 +23,10 @@ HELP = {
     "python_stacks": 'True or "line" notes the user\'s Python line that launched each kernel, copy '
                      'and set (p.by_line(), python_line columns), "stack" the whole Python stack '
                      "too (p.export_collapsed_stacks())",
+    "region_clock": '"cupti" (default): regions entered while the profile runs record no CUDA '
+                    "events; their GPU time is the span of the traced work attributed to them "
+                    "(and to the regions inside them), filled in when the profile stops "
+                    '(docs/tracing.md); "events" keeps the two events per region',
 }
 
 
@@ -39,13 +43,17 @@ class ProfileOptions:
     regions: bool = True
     stream_attribution: bool = True
     python_stacks: bool | str | None = False
+    region_clock: str = "cupti"
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
-            if field.name != "python_stacks" and not isinstance(value, bool):
+            if field.name not in _NOT_FLAGS and not isinstance(value, bool):
                 raise TypeError(f"profile({field.name}=...) must be True or False, got {value!r}")
         object.__setattr__(self, "python_stacks", stacks_mode(self.python_stacks))
+        if not isinstance(self.region_clock, str) or self.region_clock not in REGION_CLOCKS:
+            raise ValueError(f"region_clock must be one of {REGION_CLOCKS}, got "
+                             f"{self.region_clock!r}")
         if not (self.kernels or self.memcpy or self.memset or self.memory):
             raise ValueError("profile(): nothing to record (kernels, memcpy, memset and memory "
                              "are all False)")
@@ -54,7 +62,7 @@ class ProfileOptions:
     def kinds(self) -> list:
         """The flags that are on, by name (what a Profile's repr and to_dict() list)."""
         return [f.name for f in dataclasses.fields(self)
-                if f.name != "python_stacks" and getattr(self, f.name)]
+                if f.name not in _NOT_FLAGS and getattr(self, f.name)]
 
     @classmethod
     def of(cls, *args, **kwargs) -> ProfileOptions:
@@ -62,6 +70,10 @@ class ProfileOptions:
         if len(args) == 1 and not kwargs and isinstance(args[0], cls):
             return args[0]
         return cls(*args, **kwargs)
+
+
+_NOT_FLAGS = ("python_stacks", "region_clock")
+REGION_CLOCKS = ("cupti", "events")
 
 
 def stacks_mode(python_stacks) -> str | None:

@@ -28,6 +28,7 @@ from .activity import API, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Coll
 from .attribution import attribute, combine, region_intervals
 from .occupancy import limits_for
 from .options import OPTIONS_HELP, SIGNATURE, ProfileOptions
+from .region_clock import cupti_region_times
 from .shaping import build_kernels, build_memcpy, build_memset, copy_record_ids, enqueue_order
 from .summary import Summary, busy_ns, factorize, group_rows, region_rows
 from .timeline import build_timeline, region_memory
@@ -91,6 +92,9 @@ class Profile:
         if options.regions and self.mask & (KERNELS | MEMCPY | MEMSET):
             self.mask |= REGIONS
         self.stream_attribution = options.stream_attribution and bool(self.mask & REGIONS)
+        # regions entered while this profile runs take their GPU time from its trace
+        self.cupti_region_clock = options.region_clock == "cupti" and bool(self.mask & REGIONS)
+        self._clock_generation: int | None = None
         self.python_stacks = options.python_stacks
         if self.python_stacks and self.mask & (KERNELS | MEMCPY | MEMSET):
             self.mask |= API  # the launches' API records: which runtime call each driver call is in
@@ -137,6 +141,8 @@ class Profile:
         self._running_collectors = collectors  # plain stores: no signal is raised between them
         _running = self
         self.state = "running"
+        if self.cupti_region_clock:  # last: only a profile that runs turns it on
+            self._clock_generation = _C._regions_set_cupti_clock(True)  # (stop() reads it anew)
         return self
 
     def stop(self) -> Profile:
@@ -149,6 +155,10 @@ class Profile:
         global _running
         if self.state != "running":
             raise _C.GpuProfileError(f"profile.stop(): the profile is {self.state}, not running")
+        if self._clock_generation is not None:  # first: regions entered from now on use events
+            # the store's generation now: a reset() during the profile left the records entered
+            # after it to be filled; one after this point leaves none (the clock is off)
+            self._clock_generation = _C._regions_set_cupti_clock(False)
         collectors, self._running_collectors = self._running_collectors, []
         steps = [c.stop for c in reversed(collectors)] + [(lambda c=c: c.take(self))
                                                           for c in collectors]
@@ -162,6 +172,7 @@ class Profile:
         _running = None
         self.state = "stopped"
         self._snapshot_regions()
+        self._fill_region_clock()
         self._recorded_collectives = collectives.read_flight_recorder()
         if self._window is not None:
             self.errors += self._window.errors
@@ -193,6 +204,63 @@ class Profile:
         except Exception as exc:  # e.g. a sticky CUDA error: keep the trace without regions
             self._records = None
             self.errors.append(f"region records unavailable: {exc}")
+
+    def _fill_region_clock(self) -> None:
+        """Gives the regions entered on the CUPTI clock their GPU time from this trace
+        (tracing/region_clock.py), then reads the records again. Whatever fails, those regions
+        end up failed (no GPU time), never waiting for a time that cannot come."""
+        generation, self._clock_generation = self._clock_generation, None
+        if generation is None:
+            return
+        target, ms = np.empty(0, np.int64), np.empty(0)
+        failed: BaseException | None = None
+        try:
+            w = self._stopped()
+            if self._records is None:
+                raise _C.GpuProfileError("the region records could not be read")
+            if w.partial or w.chunk.dropped:  # records are missing: a span could come out short
+                raise _C.GpuProfileError(f"the trace is incomplete ({w.chunk.dropped} records "
+                                         f"dropped{', stop interrupted' if w.partial else ''})")
+            rows = [self._attributed(table) for table in ("kernels", "memcpy", "memset")]
+            rec, start, end, device, stream, order = (np.concatenate([r[j] for r in rows])
+                                                      for j in range(6))
+            target, ms = cupti_region_times(self._records, rec, start, end, w.offset_ns, w.t1,
+                                            (self._intervals(), device, stream, order))
+        except BaseException as exc:  # Ctrl-C too: fail them now, not leave them waiting
+            self.errors.append(f"regions on the CUPTI clock have no GPU time: {exc!r}")
+            failed = exc
+        try:  # with `failed`, every region still waiting is failed
+            _C._regions_fill_cupti(generation, np.ascontiguousarray(target, np.int64),
+                                   np.ascontiguousarray(ms, np.float64), failed is not None)
+        except Exception as exc:
+            self.errors.append(f"regions on the CUPTI clock have no GPU time: {exc}")
+        self._snapshot_regions()
+        if failed is not None and not isinstance(failed, Exception):
+            raise failed
+
+    def _attributed(self, table: str) -> tuple:
+        """(region record, start_ns, end_ns, device, stream, call order) of each kernel, copy or
+        set of the trace, by the same rules as p.kernels / p.memcpy / p.memset, without building
+        those tables."""
+        c = self._chunk
+        raw = getattr(c, table)
+        rec, _ = self._row_regions(table)
+        order = enqueue_order(raw) if table == "memcpy" else raw["correlation_id"]
+        return (rec, raw["start"].astype(np.int64), raw["end"].astype(np.int64),
+                raw["device"].astype(np.int64), raw["stream"].astype(np.int64),
+                np.asarray(order, np.int64))
+
+    def _row_regions(self, table: str) -> tuple:
+        """(record, rule) of each row of the raw "kernels", "memcpy" or "memset" records
+        (_attribute), computed once: for the CUPTI region clock at stop and for the tables."""
+        def build():
+            c = self._chunk
+            raw = getattr(c, table)
+            if table == "memcpy":
+                return self._attribute(raw, copy_record_ids(raw, c.extcorr), enqueue_order(raw))
+            return self._attribute(raw, attribute(raw["correlation_id"], c.extcorr),
+                                   raw["correlation_id"])
+        return self._cached(f"regions of {table}", build)
 
     @classmethod
     def _from_window(cls, window: Window, records=None, limits=None, python_lines=None,
@@ -296,8 +364,7 @@ class Profile:
         arrival; sort by start_ns for time order."""
         def build():
             c = self._chunk
-            rec, rule = self._attribute(c.kernels, attribute(c.kernels["correlation_id"], c.extcorr),
-                                        c.kernels["correlation_id"])
+            rec, rule = self._row_regions("kernels")
             out = build_kernels(c.kernels, c.names, rec, self._region_names(), self._limits_of, rule)
             out["python_line"], _, out["python_stack"] = pylines.columns(
                 self.python_lines, c.kernels["correlation_id"])
@@ -310,8 +377,7 @@ class Profile:
         destination memory kinds, device/context/stream, region, gbps (bytes per ns = GB/s)."""
         def build():
             c = self._chunk
-            rec, rule = self._attribute(c.memcpy, copy_record_ids(c.memcpy, c.extcorr),
-                                        enqueue_order(c.memcpy))
+            rec, rule = self._row_regions("memcpy")
             out = build_memcpy(c.memcpy, rec, self._region_names(), rule)
             out["python_line"], _, out["python_stack"] = pylines.columns(
                 self.python_lines, c.memcpy["runtime_correlation_id"], c.memcpy["correlation_id"])
@@ -323,8 +389,7 @@ class Profile:
         """One row per memory set: times, bytes, value, memory kind, device/context/stream, region."""
         def build():
             c = self._chunk
-            rec, rule = self._attribute(c.memset, attribute(c.memset["correlation_id"], c.extcorr),
-                                        c.memset["correlation_id"])
+            rec, rule = self._row_regions("memset")
             out = build_memset(c.memset, rec, self._region_names(), rule)
             out["python_line"], _, out["python_stack"] = pylines.columns(
                 self.python_lines, c.memset["correlation_id"])
@@ -414,7 +479,9 @@ class Profile:
 
     def region_spans(self) -> np.ndarray:
         """One row per region record with traced work: record (its index in
-        gpuprofile.records()), name, events_ms (the region's CUDA-event time on its own stream),
+        gpuprofile.records()), name, events_ms (the region's CUDA-event time on its own stream;
+        NaN for a region on the CUPTI clock, which records no events: its gpu_ms in records() is
+        the span of its work and of the regions inside it),
         span_ms (CUPTI: first start to last end of the kernels, copies and sets attributed to it,
         on any stream), items, other_stream_items and other_stream_ms (work on streams other than
         the region's). A region whose work ran on another stream (a torch side stream, JAX's)
@@ -456,17 +523,21 @@ class Profile:
         out["events_ms"] = np.nan
         if known.any():
             out["name"][known] = regions["name"][records[known]]
-            out["events_ms"][known] = regions["gpu_ms"][records[known]]
+            by_events = (regions["gpu_clock"][records[known]] == "events"
+                         if "gpu_clock" in regions.dtype.names else True)
+            out["events_ms"][known] = np.where(by_events, regions["gpu_ms"][records[known]], np.nan)
         return out
 
     def _other_stream_notes(self) -> list:
-        """Lines naming the regions whose events missed work on other streams."""
+        """Lines naming the regions whose events missed work on other streams (a region on the
+        CUPTI clock has no events: its time is the span of all its work, on every stream)."""
         if not self.stream_attribution:
             return []
         try:
             spans = self.region_spans()
         except Exception:  # a note must never break the summary
             return []
+        spans = spans[np.isfinite(spans["events_ms"])]
         notes = []
         for name in dict.fromkeys(spans["name"][spans["other_stream_items"] > 0].tolist()):
             row = spans[spans["name"] == name]

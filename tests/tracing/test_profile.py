@@ -341,4 +341,5 @@ def test_record_dtypes_come_from_the_c_structs():
         assert all(off + f.itemsize <= dt.itemsize for f, off in dt.fields.values()), struct
     k = _activity.KERNEL_RAW
     assert k.fields["grid_y"][1] == k.fields["grid_x"][1] + 4 and k["block_z"] == np.dtype("<i4")
-    assert _activity.REGION_STREAM_RAW.names == ("record", "device", "stream", "before")
+    assert _activity.REGION_STREAM_RAW.names == ("record", "device", "stream", "before", "edge",
+                                                 "bound")

@@ -187,7 +187,7 @@ def test_profile_options_are_defined_once():
 
     names = [f.name for f in dataclasses.fields(ProfileOptions)]
     assert names == ["kernels", "memcpy", "memset", "memory", "regions", "stream_attribution",
-                     "python_stacks"] == list(HELP)
+                     "python_stacks", "region_clock"] == list(HELP)
     # gp.profile adds torch.profiler's step schedule (tracing/schedule.py) to the options
     assert list(inspect.signature(gp.profile).parameters) == names + ["schedule", "on_trace_ready"]
     assert all(f"{name}: " in gp.profile.__doc__ for name in names)
@@ -200,3 +200,10 @@ def test_profile_options_are_defined_once():
     assert opts["profile"] == ProfileOptions(regions=False, python_stacks="stack")
     with pytest.raises(TypeError, match=r"profile\(regions=...\) must be True or False"):
         ProfileOptions(regions=None)
+    # region_clock: a choice of two, not a flag (kinds leaves it out)
+    assert ProfileOptions().region_clock == "cupti" and Profile().cupti_region_clock
+    assert not Profile(region_clock="events").cupti_region_clock
+    assert not Profile(regions=False).cupti_region_clock  # no attribution: no trace to read
+    for bad in ("CUPTI", "", None, True):
+        with pytest.raises(ValueError, match=r"region_clock must be one of \('cupti', 'events'\)"):
+            ProfileOptions(region_clock=bad)
