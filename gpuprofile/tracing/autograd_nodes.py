@@ -20,17 +20,23 @@ WORDS = 16  # how much of a node the calibration reads (the fields sit in its fi
 _found: tuple | None = None  # (why not, None) or (None, (sequence word, thread word))
 
 
-def enable() -> str | None:
-    """Turn the marks on for the launches from now on; None when on, else why they are off."""
+def calibrate() -> str | None:
+    """Bind and calibrate, once per process, when the user imported torch; None when done, else
+    why the marks cannot be on."""
     global _found
     torch = sys.modules.get("torch")
     if torch is None:
         return "torch is not imported"
     if _found is None:
         _found = _calibrate(torch)
-    why, words = _found
+    return _found[0]
+
+
+def enable() -> str | None:
+    """Turn the marks on for the launches from now on; None when on, else why they are off."""
+    why = calibrate()
     if why is None:
-        _C._autograd_enable(*words)
+        _C._autograd_enable(*_found[1])
     return why
 
 

@@ -60,10 +60,11 @@ class _PythonLines:
 
     def __init__(self, mode: str):
         self.mode = mode
-        self.autograd: str | None = "not started"  # why backward launches get no forward line
+        # before any collector starts: the calibration runs a tiny CPU backward
+        self.autograd: str | None = autograd_nodes.calibrate()
 
     def start(self) -> None:
-        self.autograd = autograd_nodes.enable()  # before the notes: the calibration launches
+        self.autograd = autograd_nodes.enable()
         try:
             _C._pylines_start(self.mode == "stack", pylines.excluded_prefixes())
         except BaseException:
