@@ -90,7 +90,7 @@ gp_autograd_mark_now(gp_autograd_mark *out)
 /* ---- Python entry points (GIL held) ---------------------------------------------------------- */
 
 /* _autograd_bind(path): finds the three functions in the torch library at `path`, which must be
- * loaded already (nothing is loaded here). Turns the marks off until the next calibration. */
+ * loaded already (nothing is loaded here). Turns the marks off until the next _autograd_enable. */
 static PyObject *
 autograd_bind(PyObject *module, PyObject *arg)
 {
@@ -116,11 +116,15 @@ autograd_bind(PyObject *module, PyObject *arg)
             return PyErr_Format(gp_GpuProfileError, "torch's library has no %s", names[k]);
         }
     }
-    /* The handle stays open: the functions are called until the process ends. */
+    /* The handle stays open: the functions are called until the process ends. What a probe
+     * found about the node holds while it is the same function. */
+    smart_ptr (*node)(void);
+    memcpy(&node, &found[2], sizeof node);
+    if (node != node_fn)
+        ref_kind = REF_UNKNOWN;
     memcpy(&peek_fn, &found[0], sizeof peek_fn);
     memcpy(&thread_fn, &found[1], sizeof thread_fn);
-    memcpy(&node_fn, &found[2], sizeof node_fn);
-    ref_kind = REF_UNKNOWN;
+    node_fn = node;
     Py_RETURN_NONE;
 }
 

@@ -5,6 +5,7 @@ torch is installed, the whole path on a CPU graph: csrc/tracing/autograd.c's mar
 _pylines_capture in the forward and inside the backward."""
 
 import os
+import sys
 import threading
 
 import numpy as np
@@ -220,3 +221,29 @@ def _line(marker):
             if text.rstrip().endswith(f"# {marker}") or f"# {marker}:" in text:
                 return n
     raise AssertionError(marker)
+
+
+def test_a_failed_calibration_says_why_and_never_raises(monkeypatch):
+    fake = type(sys)("torch")
+    fake.__file__ = "/nonexistent/torch/__init__.py"  # its library is not loaded
+    why, words = autograd_nodes._calibrate(fake)
+    assert words is None and why.startswith("backward lines are off: GpuProfileError")
+    monkeypatch.setattr(autograd_nodes, "_library", lambda torch: "libc.so.6")
+    why, _ = autograd_nodes._calibrate(fake)
+    assert "has no _ZN2at15sequence_number4peekEv" in why
+    monkeypatch.undo()
+    torch = sys.modules.get("torch")
+    if torch is not None:  # torch's own error in the probe (an old torch without pre-hooks)
+        def no_prehooks(torch):
+            raise AttributeError("'Node' object has no attribute 'register_prehook'")
+
+        monkeypatch.setattr(autograd_nodes, "_probe_two_nodes", no_prehooks)
+        why, _ = autograd_nodes._calibrate(torch)
+        assert why.startswith("backward lines are off: AttributeError")
+        monkeypatch.undo()
+        # a second binding of the same library keeps what the first calibration found
+        assert autograd_nodes.enable() is None
+        autograd_nodes.disable()
+    monkeypatch.setattr(autograd_nodes, "_found", None)
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    assert autograd_nodes.enable() == "torch is not imported"
