@@ -29,6 +29,7 @@
 #include "regions/regions.h"
 #include "tracing/activity.h"
 #include "tracing/attribution.h"
+#include "tracing/autograd.h"
 #include "tracing/pylines.h"
 #include "tracing/records.h"
 #include "workloads/attention_py.h"
@@ -73,6 +74,7 @@ static int (*const inits[])(PyObject *) = {
     gp_records_init,
     gp_activity_init,
     gp_attribution_init,
+    gp_autograd_init,
     gp_pylines_init,
     /* benchmark */
     gp_bench_init,

@@ -13,9 +13,14 @@
  * call's correlation id; a kernel launched through the runtime carries the runtime call's, so the
  * API records of launches are kept too (runtime and driver), and Python
  * (gpuprofile.tracing.pylines) places each driver launch inside the runtime launch of the same
- * thread that encloses it in time. */
+ * thread that encloses it in time.
+ *
+ * Each note also carries the launch's autograd mark (autograd.h): in the forward, the thread's
+ * next autograd sequence number; in the backward, the node being evaluated; Python gives a
+ * backward launch the line of its node's forward launch. */
 #include "pylines.h"
 #include "activity.h"
+#include "autograd.h"
 #include "core/cupti_loader.h"
 #include "core/errors.h"
 #include "core/layout.h"
@@ -324,11 +329,13 @@ handler(void *userdata, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, cons
         return;
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
     uint32_t site, stack;
-    pthread_mutex_lock(&gp_pysites_lock);
+    gp_autograd_mark mark;
     tls.busy = 1;
+    gp_autograd_mark_now(&mark);
+    pthread_mutex_lock(&gp_pysites_lock);
     capture(&tls.last, gen, m == MODE_STACK, &site, &stack);
     tls.busy = 0;
-    gp_pysites_note(d->correlationId, site, stack);
+    gp_pysites_note(d->correlationId, site, stack, &mark);
     pthread_mutex_unlock(&gp_pysites_lock);
 }
 
@@ -476,11 +483,13 @@ pylines_capture(PyObject *module, PyObject *args)
     uint32_t site, stack;
     static last_capture scratch; /* used under gp_pysites_lock, emptied each time */
     unsigned gen = __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+    gp_autograd_mark mark;
     PyThreadState *saved = release ? PyEval_SaveThread() : NULL;
+    gp_autograd_mark_now(&mark);
     pthread_mutex_lock(&gp_pysites_lock);
     scratch.n = 0;
     capture(cached ? &tls.last : &scratch, gen, whole, &site, &stack);
-    gp_pysites_note(corr, site, stack);
+    gp_pysites_note(corr, site, stack, &mark);
     pthread_mutex_unlock(&gp_pysites_lock);
     if (saved != NULL)
         PyEval_RestoreThread(saved);
@@ -498,9 +507,10 @@ pylines_nogil(PyObject *module, PyObject *unused)
 static PyObject *
 pylines_layout(PyObject *module, PyObject *unused)
 {
-    static const gp_layout_field fields[] = {GP_LAYOUT_FIELD(gp_pyline_out, correlation_id),
-                                             GP_LAYOUT_FIELD(gp_pyline_out, site),
-                                             GP_LAYOUT_FIELD(gp_pyline_out, stack)};
+    static const gp_layout_field fields[] = {
+        GP_LAYOUT_FIELD(gp_pyline_out, seq),   GP_LAYOUT_FIELD(gp_pyline_out, correlation_id),
+        GP_LAYOUT_FIELD(gp_pyline_out, site),  GP_LAYOUT_FIELD(gp_pyline_out, stack),
+        GP_LAYOUT_FIELD(gp_pyline_out, thread), GP_LAYOUT_FIELD(gp_pyline_out, pass)};
     return gp_layout_dtype(fields, sizeof fields / sizeof fields[0], sizeof(gp_pyline_out));
 }
 

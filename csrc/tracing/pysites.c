@@ -216,13 +216,19 @@ gp_pysites_stack(const uint32_t *ids, size_t n)
 }
 
 void
-gp_pysites_note(uint32_t correlation_id, uint32_t site, uint32_t stack)
+gp_pysites_note(uint32_t correlation_id, uint32_t site, uint32_t stack,
+                const gp_autograd_mark *mark)
 {
     if (gp_reserve((void **)&notes.data, &notes.cap, notes.n, sizeof *notes.data) < 0) {
         notes_lost++;
         return;
     }
-    notes.data[notes.n++] = (gp_pyline_out){correlation_id, site, stack};
+    notes.data[notes.n++] = (gp_pyline_out){.seq = mark->seq,
+                                            .correlation_id = correlation_id,
+                                            .site = site,
+                                            .stack = stack,
+                                            .thread = mark->thread,
+                                            .pass = mark->pass};
 }
 
 void

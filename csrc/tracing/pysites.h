@@ -8,16 +8,21 @@
 #define GP_PYSITES_H
 
 #include <Python.h>
+#include "autograd.h"
 #include "pyframes.h"
 #include <pthread.h>
 #include <stdint.h>
 
-/* 12 bytes: CUDA call `correlation_id` was made from site `site` (UINT32_MAX: none) with stack
- * `stack` (UINT32_MAX: not recorded). */
+/* 32 bytes: CUDA call `correlation_id` was made from site `site` (UINT32_MAX: none) with stack
+ * `stack` (UINT32_MAX: not recorded), in autograd's pass `pass` (GP_PASS_*, autograd.h): in the
+ * forward, `seq` is the thread's next autograd sequence number; in the backward, the sequence
+ * number of the node being evaluated; `thread` is torch's id of the forward thread. */
 typedef struct {
-    uint32_t correlation_id, site, stack;
+    uint64_t seq;
+    uint32_t correlation_id, site, stack, thread;
+    uint8_t pass, pad[7];
 } gp_pyline_out;
-_Static_assert(sizeof(gp_pyline_out) == 12, "gp_pyline_out layout");
+_Static_assert(sizeof(gp_pyline_out) == 32, "gp_pyline_out layout");
 
 /* 32 bytes: a runtime or driver API call that launches work, from CUPTI's API records: kernel
  * records of a runtime launch carry the runtime call's id, while the notes carry the id of the
@@ -37,7 +42,8 @@ uint32_t gp_pysites_site(uint32_t code, int line);
 /* The site of a frame of code `code`, its line read once per instruction offset. */
 uint32_t gp_pysites_site_at(uint32_t code, gp_pyframe *frame);
 uint32_t gp_pysites_stack(const uint32_t *ids, size_t n);
-void gp_pysites_note(uint32_t correlation_id, uint32_t site, uint32_t stack);
+void gp_pysites_note(uint32_t correlation_id, uint32_t site, uint32_t stack,
+                     const gp_autograd_mark *mark);
 void gp_pysites_api(const gp_pyapi_out *api);
 
 /* Empties the tables and sets the file prefixes that are not user code (a tuple of str). 0, or

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import _C
 from .._files import atomic_write
-from . import collectives, nccl, pylines
+from . import autograd_nodes, collectives, nccl, pylines
 from .activity import API, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Chunk, Collector, Window
 from .attribution import attribute, combine, region_intervals
 from .occupancy import limits_for
@@ -61,21 +61,30 @@ class _PythonLines:
 
     def __init__(self, mode: str):
         self.mode = mode
+        # before any collector starts: the calibration runs a tiny CPU backward
+        self.autograd: str | None = autograd_nodes.calibrate()
 
     def start(self) -> None:
-        _C._pylines_start(self.mode == "stack", pylines.excluded_prefixes())
+        self.autograd = autograd_nodes.enable()
+        try:
+            _C._pylines_start(self.mode == "stack", pylines.excluded_prefixes())
+        except BaseException:
+            autograd_nodes.disable()
+            raise
 
     def stop(self) -> None:
         _C._pylines_stop()
+        autograd_nodes.disable()
 
     def take(self, profile: Profile) -> None:
         raw = _C._pylines_take()
-        profile.python_lines = pylines.PyLines.from_raw(self.mode, raw)
+        profile.python_lines = pylines.PyLines.from_raw(self.mode, raw, self.autograd)
         if raw["lost"]:
             profile.errors.append(f"{raw['lost']} Python-line notes lost (no memory)")
 
     def abort(self) -> None:  # both are no-ops when the notes are off
         _C._pylines_stop()
+        autograd_nodes.disable()
         _C._pylines_take()
 
 
@@ -550,23 +559,25 @@ class Profile:
         return notes
 
     def _python_rows(self):
-        """(site, stack, leaf name, duration_ns, is_kernel) over kernels, copies and sets."""
+        """(site, stack, leaf name, duration_ns, is_kernel, backward) over kernels, copies and
+        sets."""
         lines = self._python_lines_or_raise()
         c = self._chunk
-        parts = [(lines.lookup(c.kernels["correlation_id"]), self.kernels["name"],
+        parts = [(lines.find(c.kernels["correlation_id"]), self.kernels["name"],
                   self.kernels["duration_ns"], True),
-                 (lines.lookup(c.memcpy["runtime_correlation_id"], c.memcpy["correlation_id"]),
+                 (lines.find(c.memcpy["runtime_correlation_id"], c.memcpy["correlation_id"]),
                   np.array([f"Memcpy {k}" for k in self.memcpy["kind"]], dtype=object),
                   self.memcpy["duration_ns"], False),
-                 (lines.lookup(c.memset["correlation_id"]),
+                 (lines.find(c.memset["correlation_id"]),
                   np.full(len(self.memset), "Memset", dtype=object), self.memset["duration_ns"],
                   False)]
         site = np.concatenate([p[0][0] for p in parts])
         stack = np.concatenate([p[0][1] for p in parts])
+        backward = np.concatenate([p[0][2] for p in parts])
         leaf = np.concatenate([p[1] for p in parts])
         duration = np.concatenate([p[2] for p in parts])
         kernel = np.concatenate([np.full(len(p[2]), p[3]) for p in parts])
-        return lines, site, stack, leaf, duration, kernel
+        return lines, site, stack, leaf, duration, kernel, backward
 
     def _python_lines_or_raise(self) -> pylines.PyLines:
         self._stopped()
@@ -577,10 +588,12 @@ class Profile:
 
     def by_line(self, per: str = "line") -> pylines.LineTable:
         """GPU time per Python source line (per="function": per function) that launched the
-        kernels, copies and sets, largest first, with the line's source; work from threads
-        without a Python frame (autograd's) in one row. Needs profile(python_stacks=...)."""
-        lines, site, _, _, duration, kernel = self._python_rows()
-        return pylines.by_line(lines, site, duration, kernel, per)
+        kernels, copies and sets, largest first, with the line's source; autograd's backward
+        work on the line of its forward op, in rows of its own (backward: True), when torch was
+        imported; work from threads without a Python frame in one row. Needs
+        profile(python_stacks=...)."""
+        lines, site, _, _, duration, kernel, backward = self._python_rows()
+        return pylines.by_line(lines, site, duration, kernel, per, backward)
 
     def to_pandas(self, table: str = "kernels"):
         """One record table as a pandas DataFrame (needs pandas): 'kernels' (default), 'memcpy',
@@ -602,8 +615,9 @@ class Profile:
         """Write GPU time by Python stack as collapsed stacks ('frame;...;kernel ns' lines) for
         speedscope or flamegraph.pl; full stacks with python_stacks='stack', the launching line
         alone with 'line'. collapse_libraries merges runs of library frames. Returns the path."""
-        lines, site, stack, leaf, duration, _ = self._python_rows()
-        text = pylines.collapsed_stacks(lines, site, stack, leaf, duration, collapse_libraries)
+        lines, site, stack, leaf, duration, _, backward = self._python_rows()
+        text = pylines.collapsed_stacks(lines, site, stack, leaf, duration, collapse_libraries,
+                                        backward)
         path = os.fspath(path)
         with atomic_write(path, "w") as f:
             f.write(text)

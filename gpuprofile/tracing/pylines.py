@@ -5,7 +5,15 @@ graph launch made by a thread that holds the GIL, the innermost *user* frame: th
 from the innermost outwards, whose file is not in the standard library, in site-packages or in
 gpuprofile (csrc/tracing/pylines.c reads the frames inside CUPTI's callback, on the launching
 thread). `"stack"` keeps the whole Python stack as well. Work launched by threads without a
-Python frame (autograd's engine threads, C++ worker threads) is labelled NO_FRAME.
+Python frame (C++ worker threads) is labelled NO_FRAME.
+
+Autograd's backward runs on engine threads without a Python frame too. When the user imported
+torch, each note also carries torch's autograd sequence numbers (csrc/tracing/autograd.c,
+calibrated by tracing/autograd_nodes.py): in the forward, the launching thread's next one; in the
+backward, the node being run. join_backward() gives each backward launch the line (and stack) of
+the first forward launch made after its node was created, marked as backward: " (backward)" after
+its python_line, a `backward` key in by_line()'s rows, a "[backward]" frame before the leaf of
+its collapsed stack.
 
 Pure functions below turn the notes into per-row columns, the by-line table and the collapsed
 stacks of a flame graph; gpuprofile.tracing.profile calls them.
@@ -28,6 +36,8 @@ from .._format import html_table, text_table
 from .._tables import Tabular
 
 NO_FRAME = "<no Python frame>"
+BACKWARD_MARK = " (backward)"
+FORWARD, BACKWARD = 1, 2  # a note's pass (GP_PASS_* of csrc/tracing/autograd.h); 0: not known
 NOTE_RAW = np.dtype(_C._pylines_layout())
 API_RAW = np.dtype(_C._pylines_api_layout())
 NONE = 0xFFFFFFFF
@@ -62,14 +72,17 @@ class PyLines:
     sites: list
     stacks: list
     lost: int = 0
+    autograd: str | None = None  # why backward launches have no forward line (None: they do)
     _labels: np.ndarray = field(default=None, repr=False)
 
     @classmethod
-    def from_raw(cls, mode: str, raw: dict) -> PyLines:
+    def from_raw(cls, mode: str, raw: dict, autograd: str | None = None) -> PyLines:
         notes = np.frombuffer(raw["notes"], NOTE_RAW)
         api = np.frombuffer(raw["api"], API_RAW)
-        return cls(mode, link_runtime_launches(notes, api), list(raw["sites"]),
-                   list(raw["stacks"]), int(raw["lost"]))
+        sites = list(raw["sites"])
+        notes = join_backward(notes, [bool(s[3]) for s in sites])
+        return cls(mode, link_runtime_launches(notes, api), sites, list(raw["stacks"]),
+                   int(raw["lost"]), autograd)
 
     @property
     def labels(self) -> np.ndarray:
@@ -82,15 +95,22 @@ class PyLines:
     def lookup(self, *correlation_ids) -> tuple[np.ndarray, np.ndarray]:
         """(site, stack) per row, -1 where none: the first of `correlation_ids` (arrays of the
         same length) that was noted decides."""
+        return self.find(*correlation_ids)[:2]
+
+    def find(self, *correlation_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(site, stack, backward) per row, as lookup(), with whether autograd's backward
+        launched it."""
         n = len(correlation_ids[0])
         site, stack = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+        backward = np.zeros(n, bool)
         for ids in reversed(correlation_ids):  # the first array wins: it is applied last
             at, hit = _find_notes(self.notes, ids)
             note = self.notes[at[hit]]
             s, st = note["site"].astype(np.int64), note["stack"].astype(np.int64)
             site[hit] = np.where(s == NONE, -1, s)
             stack[hit] = np.where(st == NONE, -1, st)
-        return site, stack
+            backward[hit] = note["pass"] == BACKWARD
+        return site, stack, backward
 
     def frames(self, stack: int) -> list[str]:
         """'function (file:line)' of each frame of stack `stack`, outermost first."""
@@ -106,6 +126,42 @@ def _find_notes(notes: np.ndarray, ids) -> tuple[np.ndarray, np.ndarray]:
     keys = notes["correlation_id"][order]
     pos = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
     return order[pos], (keys[pos] == ids) & (ids > 0)
+
+
+def join_backward(notes: np.ndarray, user: list) -> np.ndarray:
+    """The notes, where each backward note whose launch had no user frame (`user`: per site,
+    whether it is user code) takes the site and stack of its node's forward launch: the first
+    forward launch, of the thread torch says made the node (any thread when it does not say),
+    whose `seq` (that thread's next sequence number then) is above the node's, i.e. the first
+    made after the node was created, normally by the op that created it. A node created before
+    the first forward launch noted on its thread (its forward ran before the profile started)
+    and AccumulateGrad (no sequence number: the largest one) find none. Pure."""
+    back = np.flatnonzero(notes["pass"] == BACKWARD)
+    if len(back):
+        site = notes["site"][back]
+        is_user = np.asarray(list(user) + [False], bool)  # the last: no site
+        back = back[~is_user[np.where(site < len(user), site, len(user))]]
+    forward = notes[notes["pass"] == FORWARD]
+    if not len(back) or not len(forward):
+        return notes
+    notes = notes.copy()
+    forward = forward[np.lexsort((forward["correlation_id"], forward["seq"], forward["thread"]))]
+    for thread in np.unique(notes["thread"][back]):
+        rows = back[notes["thread"][back] == thread]
+        cand = forward[forward["thread"] == thread] if thread else np.sort(forward, order=[
+            "seq", "correlation_id"])
+        if not len(cand):
+            continue
+        seq = notes["seq"][rows]
+        known = seq < np.iinfo(np.uint64).max
+        after = seq.copy()
+        after[known] += np.uint64(1)
+        at = np.searchsorted(cand["seq"], after, side="left")
+        ok = known & (at < len(cand)) & (cand["seq"][0] <= after)
+        found = cand[at[ok]]
+        notes["site"][rows[ok]] = found["site"]
+        notes["stack"][rows[ok]] = found["stack"]
+    return notes
 
 
 def enclosing_runtime_launches(api: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -151,20 +207,25 @@ def _frame(site) -> str:
 
 def columns(lines: PyLines | None, *correlation_ids) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(python_line, python_site, python_stack) columns for rows with these correlation ids:
-    'file:line' (NO_FRAME when the launch was not noted, '' when not recorded), site and stack
-    indices (-1)."""
+    'file:line' (NO_FRAME when the launch was not noted, '' when not recorded; BACKWARD_MARK
+    after it for autograd's backward), site and stack indices (-1)."""
     n = len(correlation_ids[0])
     if lines is None:
         return np.full(n, "", dtype=object), np.full(n, -1, np.int64), np.full(n, -1, np.int64)
-    site, stack = lines.lookup(*correlation_ids)
-    return lines.labels[np.where(site >= 0, site, len(lines.sites))], site, stack
+    site, stack, backward = lines.find(*correlation_ids)
+    label = lines.labels[np.where(site >= 0, site, len(lines.sites))]
+    if backward.any():
+        label = label.copy()
+        label[backward] = label[backward] + BACKWARD_MARK
+    return label, site, stack
 
 
 @dataclass
 class LineTable(Tabular):
     """GPU time per Python source line (or function) of a profile: print() it, or show it in a
-    notebook. rows: dicts with line/function, source, rows (kernels, copies and sets), kernels,
-    gpu_ms, share (of the GPU time of every row), mean_us."""
+    notebook. rows: dicts with line/function, backward (autograd's backward launched the rows:
+    a line's forward and backward time are two rows), source, rows (kernels, copies and sets),
+    kernels, gpu_ms, share (of the GPU time of every row), mean_us."""
 
     rows: list
     per: str
@@ -179,13 +240,13 @@ class LineTable(Tabular):
 
     def _table(self):
         key = "line" if self.per == "line" else "function"
-        head = [key, "rows", "kernels", "GPU ms", "share %", "mean µs"]
+        head = [key, "pass", "rows", "kernels", "GPU ms", "share %", "mean µs"]
         if self.per == "line":
             head.append("source")
         body = []
         for r in self.rows:
-            row = [r[key], r["rows"], r["kernels"], f"{r['gpu_ms']:.3f}",
-                   f"{100 * r['share']:.1f}", f"{r['mean_us']:.1f}"]
+            row = [r[key], "backward" if r.get("backward") else "", r["rows"], r["kernels"],
+                   f"{r['gpu_ms']:.3f}", f"{100 * r['share']:.1f}", f"{r['mean_us']:.1f}"]
             if self.per == "line":
                 row.append(r["source"])
             body.append(row)
@@ -205,19 +266,23 @@ class LineTable(Tabular):
                 f"({self.total_ms:.3f} ms in all)</p>" + html_table(head, body))
 
 
-def by_line(lines: PyLines, site, duration_ns, is_kernel, per: str = "line") -> LineTable:
+def by_line(lines: PyLines, site, duration_ns, is_kernel, per: str = "line",
+            backward=None) -> LineTable:
     """The by-line (per="line") or by-function (per="function") table of rows with these site
-    indices (-1: no Python frame), durations and kernel flags, largest GPU time first. Pure."""
+    indices (-1: no Python frame), durations, kernel flags and backward flags (None: none),
+    largest GPU time first; a line's forward and backward rows are apart. Pure."""
     if per not in ("line", "function"):
         raise ValueError(f"per must be 'line' or 'function', got {per!r}")
     site = np.asarray(site, np.int64)
     duration = np.asarray(duration_ns, np.int64)
     is_kernel = np.asarray(is_kernel, bool)
+    backward = np.zeros(len(site), bool) if backward is None else np.asarray(backward, bool)
     total = int(duration.sum())
     if per == "line":
         keys = [(-1,) if s < 0 else (int(s),) for s in site]
     else:
         keys = [(NO_FRAME,) if s < 0 else (lines.sites[s][0], lines.sites[s][2]) for s in site]
+    keys = [(*k, bool(b)) for k, b in zip(keys, backward, strict=True)]
     groups: dict = {}
     for k, d, kern in zip(keys, duration, is_kernel, strict=True):
         g = groups.setdefault(k, [0, 0, 0])
@@ -226,7 +291,8 @@ def by_line(lines: PyLines, site, duration_ns, is_kernel, per: str = "line") -> 
         g[2] += int(d)
     rows = []
     for k, (n, kernels, ns) in sorted(groups.items(), key=lambda kv: (-kv[1][2], str(kv[0]))):
-        row = {"rows": n, "kernels": kernels, "gpu_ms": ns / 1e6,
+        *k, back = k
+        row = {"backward": back, "rows": n, "kernels": kernels, "gpu_ms": ns / 1e6,
                "share": ns / total if total else 0.0, "mean_us": ns / n / 1e3}
         if per == "line":
             if k[0] < 0:
@@ -236,19 +302,22 @@ def by_line(lines: PyLines, site, duration_ns, is_kernel, per: str = "line") -> 
                 row.update(line=f"{file}:{lineno}", function=func,
                            source=linecache.getline(file, lineno).strip())
         else:
-            row["function"] = NO_FRAME if k == (NO_FRAME,) else f"{k[1]} ({k[0]})"
+            row["function"] = NO_FRAME if k == [NO_FRAME] else f"{k[1]} ({k[0]})"
         rows.append(row)
     return LineTable(rows, per, total / 1e6)
 
 
 def collapsed_stacks(lines: PyLines, site, stack, leaf, duration_ns,
-                     collapse_libraries: bool = False) -> str:
+                     collapse_libraries: bool = False, backward=None) -> str:
     """Collapsed-stack text (one 'frame;frame;...;leaf value' line per distinct stack, value in
     ns of GPU time): what flamegraph.pl and speedscope read. Frames run outermost first; `leaf`
-    (the kernel or copy name) ends each stack. In "line" mode the stack is the one site. With
-    `collapse_libraries`, runs of non-user frames become one '[library]' frame. Pure."""
+    (the kernel or copy name) ends each stack, after a '[backward]' frame for rows autograd's
+    backward launched (`backward`: flags, None: none). In "line" mode the stack is the one
+    site. With `collapse_libraries`, runs of non-user frames become one '[library]' frame.
+    Pure."""
     totals: dict = {}
-    for s, st, name, d in zip(site, stack, leaf, duration_ns, strict=True):
+    backward = np.zeros(len(site), bool) if backward is None else np.asarray(backward, bool)
+    for s, st, name, d, back in zip(site, stack, leaf, duration_ns, backward, strict=True):
         if st >= 0:
             ids = [i for i in reversed(lines.stacks[st]) if i != NONE]
         elif s >= 0:
@@ -262,6 +331,9 @@ def collapsed_stacks(lines: PyLines, site, stack, leaf, duration_ns,
                     frames.append("[library]")
             else:
                 frames.append(_frame(lines.sites[i]))
-        key = ";".join([*(frames or [NO_FRAME]), str(name)]).replace("\n", " ")
+        frames = frames or [NO_FRAME]
+        if back:
+            frames.append("[backward]")
+        key = ";".join([*frames, str(name)]).replace("\n", " ")
         totals[key] = totals.get(key, 0) + int(d)
     return "".join(f"{k} {v}\n" for k, v in sorted(totals.items()))

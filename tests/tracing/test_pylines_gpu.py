@@ -1,6 +1,7 @@
 """Python lines on a GPU: kernels, copies and sets launched from known lines of this file (torch,
 torch.nn through its own frames, Triton, CuPy, a CUDA graph, the bundled kernels) carry those
-lines; autograd's engine threads carry none; stacks, by_line() and the trace agree."""
+lines; autograd's engine threads carry the forward line, marked backward; stacks, by_line() and
+the trace agree."""
 
 import json
 import os
@@ -71,7 +72,10 @@ def test_torch_ops_modules_copies_and_sets():
     del z, host
 
 
-def test_autograd_threads_have_no_python_frame():
+def test_autograd_threads_launch_on_the_forward_line():
+    """Autograd's engine thread has no Python frame: its kernels take the line of the forward op
+    whose node they run (the one line of this file the forward went through), marked backward;
+    the loss's gradient seed is launched from the backward() line itself."""
     torch = pytest.importorskip("torch")
     model = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
                                 torch.nn.Linear(256, 1)).cuda()
@@ -83,14 +87,17 @@ def test_autograd_threads_have_no_python_frame():
             loss = model(x).sum()  # A-forward
         with gp.region("backward"):
             loss.backward()  # A-backward
+    assert p.python_lines.autograd is None
     k = p.kernels
     fwd = k[k["region"] == "forward"]
     bwd = k[k["region"] == "backward"]
     assert len(fwd) > 0 and set(fwd["python_line"]) == {at("A-forward")}
-    assert len(bwd) > 3 and (bwd["python_line"] == NO_FRAME).mean() > 0.5, bwd[["name",
-                                                                               "python_line"]]
-    rows = {r["line"]: r for r in p.by_line().rows}
-    assert rows[NO_FRAME]["kernels"] == int((k["python_line"] == NO_FRAME).sum())
+    marked = bwd["python_line"] == at("A-forward") + " (backward)"
+    assert len(bwd) > 3 and marked.mean() > 0.5, bwd[["name", "python_line"]]
+    assert set(bwd["python_line"][~marked]) <= {at("A-backward"), NO_FRAME + " (backward)"}
+    rows = {(r["line"], r["backward"]): r for r in p.by_line().rows}
+    assert rows[(at("A-forward"), True)]["kernels"] == int(marked.sum())
+    assert rows[(at("A-forward"), False)]["kernels"] == len(fwd)
 
 
 def test_triton_cupy_and_graph_replay():
