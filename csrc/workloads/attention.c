@@ -496,8 +496,8 @@ attention_auto_choice(PyObject *module, PyObject *args)
 {
     const char *dtype_name;
     int shape[4];
-    if (!PyArg_ParseTuple(args, "s(iiii):_attention_auto_choice", &dtype_name, &shape[0],
-                          &shape[1], &shape[2], &shape[3]))
+    if (!PyArg_ParseTuple(args, "s(iiii):_attention_auto_choice", &dtype_name, &shape[0], &shape[1],
+                          &shape[2], &shape[3]))
         return NULL;
     gp_attn_params p;
     int chosen = IMPL_NAIVE; /* set on success; initialized for the compiler */
