@@ -13,7 +13,8 @@ The defaults tell the story of the machine:
   TFLOP/s, and every case stays short.
 A default case is left out, with the reason, when its extra device memory (the naive kernel's
 scores, SDPA math's) would exceed a quarter of the device's memory, or when min_iters calls would
-not fit in --max-time by the FLOP count. Cases named with --impls and --seq-lengths all run.
+not fit in --max-time by the FLOP count; unless both --impls and --seq-lengths are given, then
+every case named runs.
 """
 
 from __future__ import annotations
@@ -165,8 +166,9 @@ def _at(amount, peak, share):
 def plan_sweep(machine: Machine, auto_choice, *, dtype="bfloat16", head_dim=64, causal=False,
                batch=None, heads=None, max_time=1.5, seqs=None, impls=None) -> Plan:
     """The sweep for this machine. auto_choice(dtype, shape) -> (impl, reason) is what
-    impl="auto" picks (gpuprofile._C._attention_auto_choice on a real machine). seqs and impls
-    None: this machine's defaults, each case checked for memory and time; given: run as given."""
+    impl="auto" picks (gpuprofile._C._attention_auto_choice on a real machine). seqs or impls
+    None: this machine's defaults for it, and each case is checked for memory and time; both
+    given: every case runs as named."""
     if machine.name is None:
         return Plan(machine, [], [])
     chosen_seqs = list(seqs) if seqs else list(HOPPER_SEQS if machine.hopper else OTHER_SEQS)
@@ -178,7 +180,7 @@ def plan_sweep(machine: Machine, auto_choice, *, dtype="bfloat16", head_dim=64, 
         except ValueError as e:  # no implementation takes it: each case will say why
             plan.auto[n] = ("none", str(e))
     plan.impls = list(impls) if impls else default_impls(machine, [a for a, _ in plan.auto.values()])
-    if not impls:
+    if not (impls and seqs):
         _leave_out(plan, dtype, causal, max_time)
     _estimate(plan, dtype, causal, max_time)
     return plan

@@ -71,6 +71,8 @@ def test_float32_tells_the_story_up_to_flash():
 def test_named_cases_all_run():
     plan = ap.plan_sweep(H100, picks("flash_wgmma"), seqs=[32768], impls=["naive", "sdpa_math"])
     assert plan.cases == [("naive", 32768), ("sdpa_math", 32768)] and plan.left_out == {}
+    only_impls = ap.plan_sweep(H100, picks("flash_wgmma"), impls=["naive"])
+    assert list(only_impls.left_out) == [("naive", 16384)]  # the lengths are the machine's
 
 
 def test_a_slow_device_leaves_out_what_cannot_take_min_iters_calls():
