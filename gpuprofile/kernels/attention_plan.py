@@ -32,14 +32,16 @@ MEMORY_SHARE = 0.25  # of the device's memory, the most a default case may take 
 WARMUP_S, MIN_TIME_S, MIN_ITERS = 0.1, 0.2, 10
 # For the time estimate only: the throughput each implementation reached, as a share of the
 # device's peak (tensor, fp32 or DRAM), bf16 at seq 4096 on an H100 and an H200
-# (docs/benchmarks.md, docs/results/attention_story_d64), rounded down. sdpa_math is not measured
-# there: its share is a guess, and its time is the sum of fp32 GEMMs and its N² traffic.
+# (docs/benchmarks.md, docs/results/attention_story_d64), rounded down. sdpa_math and
+# sdpa_efficient are not measured there: their shares are guesses (math's time is the sum of its
+# fp32 GEMMs and its N² traffic).
 SHARES = {"flash_wgmma": ("tensor", 0.40), "flash_tc": ("tensor", 0.30), "flash": ("fp32", 0.50),
           "sdpa_cudnn": ("tensor", 0.44), "sdpa_flash": ("tensor", 0.28), "sdpa": ("tensor", 0.28),
           "sdpa_efficient": ("tensor", 0.20), "naive": ("dram", 0.60), "sdpa_math": ("fp32", 0.50)}
-# Host seconds per element of Q, K and V together: drawing, rounding and copying the inputs once
-# per shape (measured on a 2-core VM: 2.4 s for 3 × 33.5 M elements, plus the copies).
-HOST_S_PER_ELEMENT = 3.5e-8
+# Host seconds per element of Q, K and V together to draw, round and convert the inputs, once per
+# element count (measured on a 2-core VM, bf16: 2.4 s to draw and round 3 × 33.5 M elements, 0.62 s
+# to convert each to bf16 bits); the copies to the device per shape are left out (milliseconds).
+HOST_S_PER_ELEMENT = 4.3e-8
 
 
 @dataclass(frozen=True)
@@ -164,7 +166,7 @@ def _at(amount, peak, share):
 
 
 def plan_sweep(machine: Machine, auto_choice, *, dtype="bfloat16", head_dim=64, causal=False,
-               batch=None, heads=None, max_time=1.5, seqs=None, impls=None) -> Plan:
+               batch=None, heads=None, max_time=1.0, seqs=None, impls=None) -> Plan:
     """The sweep for this machine. auto_choice(dtype, shape) -> (impl, reason) is what
     impl="auto" picks (gpuprofile._C._attention_auto_choice on a real machine). seqs or impls
     None: this machine's defaults for it, and each case is checked for memory and time; both
@@ -203,10 +205,11 @@ def _leave_out(plan, dtype, causal, max_time):
 
 
 def _estimate(plan, dtype, causal, max_time):
-    """Host time to make each shape's inputs, then per case: its validation, first call and
+    """Host time to draw the inputs (once per element count), then per case: its validation, first call and
     (SDPA) memory-peak calls, the benchmark's warm-up, and its timed loop, which stops between
     min_time and max_time (never before min_iters calls)."""
-    host = sum(HOST_S_PER_ELEMENT * 3 * b * h * n * d for b, h, n, d in plan.shapes.values())
+    sizes = {b * h * n * d for b, h, n, d in plan.shapes.values()}  # inputs drawn once per size
+    host = sum(HOST_S_PER_ELEMENT * 3 * size for size in sizes)
     low = high = host
     for impl, n in plan.cases:
         t = call_seconds(impl, plan.shapes[n], dtype, causal, plan.machine) or 0.0

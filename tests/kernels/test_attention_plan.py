@@ -41,7 +41,7 @@ def test_hopper_runs_flash_wgmma_to_16k_against_sdpa():
         ("sdpa_math", 16384): "it needs 68.7 GB beyond the inputs, over a quarter of the device's 85 GB"}
     assert len(plan.cases) == 7 * 6 - 3 and ("flash_wgmma", 16384) in plan.cases
     assert plan.cases[:2] == [("naive", 512), ("flash", 512)]  # by seq, then impl
-    assert 20 < plan.estimate_s < 60 < plan.at_most_s < 90  # about a minute
+    assert 10 < plan.estimate_s < 30 and 40 < plan.at_most_s < 60  # about a minute at most
 
 
 def test_a100_stops_at_flash_tc_and_2048():
@@ -89,7 +89,7 @@ def test_estimate_of_one_case_by_hand():
     plan = ap.plan_sweep(machine, picks("flash_wgmma"), seqs=[1024], impls=["flash_wgmma"],
                          batch=1, heads=1, max_time=1.0)
     call = 4 * 1024 ** 2 * 64 / (100e12 * 0.40)
-    host = 3.5e-8 * 3 * 1024 * 64
+    host = 4.3e-8 * 3 * 1024 * 64
     assert plan.estimate_s == pytest.approx(host + 0.1 + 3 * call + 0.2)
     assert plan.at_most_s == pytest.approx(host + 0.1 + 3 * call + 1.0)
     causal = ap.plan_sweep(machine, picks("flash_wgmma"), seqs=[1024], impls=["flash_wgmma"],
@@ -168,12 +168,15 @@ def test_reference_of_a_row_block_is_those_rows(causal):
 
 def test_inputs_are_drawn_once_per_size():
     drawn = {}
-    a = ab.random_inputs((8, 2, 16, 4), "bfloat16", drawn)
-    b = ab.random_inputs((2, 2, 64, 4), "bfloat16", drawn)
-    assert b[0].shape == (2, 2, 64, 4) and np.shares_memory(a[0], b[0])
-    c = ab.random_inputs((1, 1, 8, 4), "bfloat16", drawn)
-    assert not np.shares_memory(a[0], c[0]) and list(drawn) == [(32, "bfloat16")]
-    assert np.array_equal(ref.round_to(c[1], "bfloat16"), c[1])  # rounded to the dtype
+    (a, _, _), _ = ab.random_inputs((8, 2, 16, 4), "bfloat16", drawn)
+    (b, _, _), (bits, _, _) = ab.random_inputs((2, 2, 64, 4), "bfloat16", drawn)
+    assert b.shape == bits.shape == (2, 2, 64, 4) and np.shares_memory(a, b)
+    assert bits.dtype == np.uint16 and np.array_equal(bits, ref.bfloat16_bits(b))  # what to_device sends
+    (c, k, _), _ = ab.random_inputs((1, 1, 8, 4), "bfloat16", drawn)
+    assert not np.shares_memory(a, c) and list(drawn) == [(32, "bfloat16")]
+    assert np.array_equal(ref.round_to(k, "bfloat16"), k)  # rounded to the dtype
+    (h, _, _), (half, _, _) = ab.random_inputs((1, 1, 8, 4), "float16")
+    assert half.dtype == np.float16 and np.array_equal(half.astype(np.float32), h)
 
 
 def row(impl, seq, tflops, auto=False, status="ok"):
