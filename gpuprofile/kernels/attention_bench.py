@@ -273,7 +273,8 @@ def environment(torch):
 def run_all(impls, seqs, dtype, head_dim, causal, batch, heads, max_time, torch, log=None,
             left_out=None, auto=None):
     """One row per (seq, impl), in that order. left_out: {(impl, seq): why} not to run (a
-    'skipped' row says why); auto: {seq: impl} what impl="auto" picks, marked in its row. Each
+    'skipped' row says why); auto: {seq: impl} what impl="auto" picks, marked in its row (as
+    is a row of impl "auto" itself). Each
     case's status goes to `log` (default: a line on stderr); a progress display follows the sweep
     when it lasts more than a couple of seconds."""
     if log is None:
@@ -293,7 +294,7 @@ def run_all(impls, seqs, dtype, head_dim, causal, batch, heads, max_time, torch,
                 else:
                     rows.append(run_case(impl, inp, causal, max_time, torch))
                 r = rows[-1]
-                if auto.get(seq) == impl:
+                if impl == "auto" or auto.get(seq) == impl:
                     r["auto"] = True
                 log(f"  {impl:>14} seq={seq:<6} {r.get('status')}"
                     + (f"  {r['median_ms']:.4g} ms  {r['tflops']:.4g} TFLOP/s" if r.get("status") == "ok" else ""))

@@ -48,7 +48,7 @@ def add_parsers(sub, formatter) -> None:
                        epilog=ATTENTION_EXAMPLE, formatter_class=formatter)
     ab.add_arguments(p)
     p.add_argument("--output", default=None, metavar="PATH", help="write the rows and config as JSON")
-    p.add_argument("--plots", default=None, metavar="DIR", help="write the four plots into DIR")
+    p.add_argument("--plots", default=None, metavar="DIR", help="write the plots into DIR (needs matplotlib)")
     p.set_defaults(func=attention_main, parser=p)
 
     p = sub.add_parser("profile-kernels", help="trace the bundled attention kernels (+ counters)",
