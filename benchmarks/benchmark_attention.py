@@ -6,9 +6,10 @@
 Every implementation's output is first checked against a float64 reference on two (batch, head)
 slices, with the derived tolerance (docs/attention.md); an implementation that fails is reported
 and not timed. Timing uses gpuprofile.benchmark (cold L2, noise-based stopping). Prints a table,
-writes JSON. Defaults follow the FlashAttention papers: batch·seq = 16k tokens and heads·head_dim
-= 2048. The sweep lives in gpuprofile/kernels/attention_bench.py; `gpuprofile attention` runs it
-too, with the plots.
+writes JSON. Shapes follow the FlashAttention papers: batch·seq = 16k tokens and heads·head_dim =
+2048; without --impls and --seq-lengths, gpuprofile/kernels/attention_plan.py picks them for the
+machine, as for `gpuprofile attention`. The sweep lives in gpuprofile/kernels/attention_bench.py;
+`gpuprofile attention` runs it too, with the plots.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from gpuprofile.kernels.attention_bench import (  # noqa: F401  (check_attention
     table_row,
     title_for,
 )
+from gpuprofile.kernels.attention_plan import plan_here
 
 
 def parse_args(argv=None):
@@ -50,8 +52,12 @@ def main(argv=None):
         print("benchmark_attention.py needs a CUDA device", file=sys.stderr)
         return 2
     torch = import_torch()
+    plan = plan_here(args, torch)
+    print(plan.describe(args.dtype), file=sys.stderr, flush=True)
+    args.seq_lengths, args.impls = plan.seqs, plan.impls
     rows = run_all(args.impls, args.seq_lengths, args.dtype, args.head_dim, args.causal,
-                   args.batch, args.heads, args.max_time, torch)
+                   args.batch, args.heads, args.max_time, torch, left_out=plan.left_out,
+                   auto={n: impl for n, (impl, _) in plan.auto.items()})
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             json.dump({"config": {**vars(args), **environment(torch)}, "results": rows}, f, indent=1)

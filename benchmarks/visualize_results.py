@@ -3,8 +3,9 @@
     python benchmarks/visualize_results.py --input results.json --output-dir plots/
 
 Writes latency.png (ms vs seq length), tflops.png (TFLOP/s vs seq length, with the device's
-peak), speedup.png (speed-up over naive at each seq length) and memory.png (device memory each
-implementation needs beyond Q, K, V and O). Log-log axes; one line per implementation, for each
+peak), speedup.png (speed-up over naive at each seq length), memory.png (device memory each
+implementation needs beyond Q, K, V and O) and, when the file has torch SDPA rows to compare with,
+versus_sdpa.png (impl="auto"'s pick over each SDPA backend). Log-log axes; one line per implementation, for each
 (dtype, head_dim, causal) group found in the file. Only timed, validated rows are drawn. The
 plotting lives in gpuprofile/kernels/attention_plots.py (`gpuprofile attention --plots` uses it).
 """

@@ -431,6 +431,48 @@ done:
     return c.out;
 }
 
+/* Parameters of contiguous arrays of this dtype and shape at an aligned (or, with aligned 0,
+ * a 2-byte misaligned) placeholder address: enough to choose an implementation, never launched. */
+static int
+choice_params(const char *dtype_name, const int shape[4], int aligned, gp_attn_params *p)
+{
+    const int dtype = gp_dtype_from_name(dtype_name);
+    if (dtype < 0)
+        return fail(PyExc_ValueError, "unknown dtype '%s'", dtype_name);
+    for (int i = 0; i < 4; i++)
+        if (shape[i] < 1)
+            return fail(PyExc_ValueError, "attention: shape (%d, %d, %d, %d) has a dimension < 1",
+                        shape[0], shape[1], shape[2], shape[3]);
+    memset(p, 0, sizeof *p);
+    p->batch = shape[0];
+    p->heads = shape[1];
+    p->seq = shape[2];
+    p->head_dim = shape[3];
+    p->scale = 1.0f;
+    p->dtype = (gp_attn_dtype)dtype;
+    p->q = p->k = p->v = p->o = (void *)(uintptr_t)(aligned ? 256 : 258);
+    const int64_t dense[3] = {(int64_t)p->heads * p->seq * p->head_dim,
+                              (int64_t)p->seq * p->head_dim, p->head_dim};
+    int64_t *strides[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
+    for (int i = 0; i < 4; i++)
+        memcpy(strides[i], dense, sizeof dense);
+    return 0;
+}
+
+/* auto's choice for p: 1 if the current device was asked, 0 without a device; -1 with an error. */
+static int
+auto_choice(const gp_attn_params *p, int *chosen)
+{
+    if (gp_attn_choose_impl(IMPL_AUTO, p, chosen) < 0)
+        return -1;
+    if (gp_current_device() < 0) { /* no device: the choice without one */
+        PyErr_Clear();
+        return 0;
+    }
+    gp_attn_prefer_wgmma(IMPL_AUTO, p, chosen);
+    return 1;
+}
+
 /* The implementation impl='auto' picks for a dtype, head_dim and row alignment. */
 static PyObject *
 attention_auto_impl(PyObject *module, PyObject *args)
@@ -439,25 +481,33 @@ attention_auto_impl(PyObject *module, PyObject *args)
     int head_dim, aligned;
     if (!PyArg_ParseTuple(args, "sip:_attention_auto_impl", &dtype_name, &head_dim, &aligned))
         return NULL;
-    const int dtype = gp_dtype_from_name(dtype_name);
-    if (dtype < 0)
-        return PyErr_Format(PyExc_ValueError, "unknown dtype '%s'", dtype_name);
+    const int shape[4] = {1, 1, 1, head_dim};
     gp_attn_params p;
-    memset(&p, 0, sizeof p);
-    p.batch = p.heads = 1;
-    p.seq = 1;
-    p.head_dim = head_dim;
-    p.scale = 1.0f;
-    p.dtype = (gp_attn_dtype)dtype;
-    p.q = p.k = p.v = p.o = (void *)(uintptr_t)(aligned ? 256 : 258);
     int chosen = IMPL_NAIVE; /* set on success; initialized for the compiler */
-    if (gp_attn_choose_impl(IMPL_AUTO, &p, &chosen) < 0)
+    if (choice_params(dtype_name, shape, aligned, &p) < 0 || auto_choice(&p, &chosen) < 0)
         return NULL;
-    if (gp_current_device() >= 0) /* else no device: the choice without one */
-        gp_attn_prefer_wgmma(IMPL_AUTO, &p, &chosen);
-    else
-        PyErr_Clear();
     return PyUnicode_FromString(gp_attn_impl_name(chosen));
+}
+
+/* (impl, reason): what impl='auto' picks for contiguous, aligned arrays of this dtype and shape
+ * on the current device, and why (gp_attn_auto_reason). */
+static PyObject *
+attention_auto_choice(PyObject *module, PyObject *args)
+{
+    const char *dtype_name;
+    int shape[4];
+    if (!PyArg_ParseTuple(args, "s(iiii):_attention_auto_choice", &dtype_name, &shape[0], &shape[1],
+                          &shape[2], &shape[3]))
+        return NULL;
+    gp_attn_params p;
+    int chosen = IMPL_NAIVE; /* set on success; initialized for the compiler */
+    int on_device;
+    if (choice_params(dtype_name, shape, 1, &p) < 0 || (on_device = auto_choice(&p, &chosen)) < 0)
+        return NULL;
+    PyObject *reason = gp_attn_auto_reason(&p, chosen, on_device);
+    if (reason == NULL)
+        return NULL;
+    return Py_BuildValue("(sN)", gp_attn_impl_name(chosen), reason);
 }
 
 static PyObject *
@@ -475,6 +525,9 @@ static PyMethodDef attention_methods[] = {
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
      "device (without a device: what it would pick off Hopper)."},
+    {"_attention_auto_choice", attention_auto_choice, METH_VARARGS,
+     "_attention_auto_choice(dtype, (batch, heads, seq, head_dim)): (impl, reason): what 'auto' "
+     "picks for contiguous aligned arrays on the current device, and why."},
     {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,
      "Returns the unused memory of the attention scratch pools to the driver."},
     {NULL, NULL, 0, NULL},

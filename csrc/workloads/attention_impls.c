@@ -1,5 +1,6 @@
 /* The attention implementations (attention_impls.h): the table, its names, "auto". */
 #include "attention_impls.h"
+#include "core/util.h"
 
 #include <string.h>
 
@@ -147,6 +148,55 @@ gp_attn_prefer_wgmma(int requested, const gp_attn_params *p, int *impl)
     if (requested == IMPL_AUTO && *impl == IMPL_FLASH_TC && supported(IMPL_FLASH_WGMMA, p) &&
         gp_attn_flash_wgmma_runnable())
         *impl = IMPL_FLASH_WGMMA;
+}
+
+/* Why auto passed over `impl`: its check's message (less the "attention: " prefix), or, for an
+ * entry that takes the arguments but does not run here, the devices it runs on. New reference,
+ * NULL with an exception. */
+static PyObject *
+passed_over(int impl, const gp_attn_params *p, int on_device)
+{
+    if (supported(impl, p)) /* only flash_wgmma is passed over for the device */
+        return PyUnicode_FromFormat("%s runs on %s, %s", gp_attn_impls[impl].name,
+                                    gp_attn_impls[impl].devices,
+                                    on_device ? "not on this device" : "and there is no device");
+    (void)explain_unsupported(impl, p);
+    PyObject *exc = gp_take_exception();
+    PyObject *text = exc != NULL ? PyObject_Str(exc) : NULL;
+    Py_XDECREF(exc);
+    const char *utf8 = text != NULL ? PyUnicode_AsUTF8(text) : NULL;
+    static const char prefix[] = "attention: ";
+    if (utf8 == NULL || strncmp(utf8, prefix, sizeof prefix - 1) != 0)
+        return text;
+    PyObject *rest = PyUnicode_FromString(utf8 + sizeof prefix - 1);
+    Py_DECREF(text);
+    return rest;
+}
+
+/* Why impl="auto" takes `chosen` for these arguments: each entry ahead of it in auto's order
+ * (flash_wgmma where the device runs it, then gp_attn_choose_impl's order) with the reason it was
+ * passed over, then the one taken. `on_device`: whether the current device was asked (else the
+ * choice is the one made without a device). New reference, NULL with an exception. */
+PyObject *
+gp_attn_auto_reason(const gp_attn_params *p, int chosen, int on_device)
+{
+    static const int order[] = {IMPL_FLASH_WGMMA, IMPL_FLASH_TC, IMPL_FLASH, IMPL_NAIVE};
+    PyObject *reason = PyUnicode_FromString("");
+    for (int i = 0; reason != NULL && i < 4 && order[i] != chosen; i++) {
+        PyObject *why = passed_over(order[i], p, on_device);
+        if (why == NULL)
+            Py_CLEAR(reason);
+        else
+            Py_SETREF(reason, PyUnicode_FromFormat("%U%U; ", reason, why));
+        Py_XDECREF(why);
+    }
+    if (reason == NULL)
+        return NULL;
+    Py_SETREF(reason, PyUnicode_FromFormat("%U%s is the first of flash_wgmma, flash_tc, flash, "
+                                           "naive that takes these arguments %s",
+                                           reason, gp_attn_impls[chosen].name,
+                                           on_device ? "on this device" : "without a device"));
+    return reason;
 }
 
 PyObject *

@@ -38,6 +38,9 @@ const char *gp_attn_impl_name(int impl);
 int gp_attn_choose_impl(int requested, const gp_attn_params *p, int *chosen);
 /* auto on Hopper: flash_wgmma in place of flash_tc where the current device runs it. */
 void gp_attn_prefer_wgmma(int requested, const gp_attn_params *p, int *impl);
+/* Why auto takes `chosen` for these arguments (the entries passed over and why, from the table
+ * and the checks' messages); on_device: whether the current device was asked. New reference. */
+PyObject *gp_attn_auto_reason(const gp_attn_params *p, int chosen, int on_device);
 /* The table as a tuple of dicts (name, takes, devices, workspace, tensor_cores); new reference. */
 PyObject *gp_attn_impls_as_python(void);
 

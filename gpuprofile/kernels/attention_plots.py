@@ -1,7 +1,9 @@
 """Plots of attention sweep results (matplotlib, imported on use): latency.png (ms vs sequence
-length), tflops.png (TFLOP/s, with the device's peak), speedup.png (over naive at each length)
-and memory.png (device memory beyond Q, K, V and O). Log-log axes; one line per implementation,
-for each (dtype, head_dim, causal) group. Only timed, validated rows are drawn. Used by
+length), tflops.png (TFLOP/s, with the device's peak), speedup.png (over naive at each length),
+memory.png (device memory beyond Q, K, V and O) and, when the sweep timed torch SDPA's backends,
+versus_sdpa.png (gpuprofile's impl="auto" pick over each backend, TFLOP/s ratio). Log-log axes;
+one line per implementation, for each (dtype, head_dim, causal) group; SDPA's lines dashed. Only
+timed, validated rows are drawn. TFLOP/s counts 4·B·H·N²·D per call, halved when causal. Used by
 `gpuprofile attention --plots DIR` and benchmarks/visualize_results.py.
 """
 
@@ -11,6 +13,8 @@ import os
 from collections import defaultdict
 
 from .._files import read_json, save_figure
+
+TFLOPS_LABEL = "TFLOP/s (4·B·H·N²·D per call, ÷2 causal)"
 
 
 def load_rows(path):
@@ -42,11 +46,30 @@ def speedups(rows):
     return out
 
 
+def versus(rows):
+    """Rows of ours that impl="auto" picked (marked "auto"), each with "vs_<backend>": its
+    TFLOP/s over that SDPA backend's at the same (dtype, head_dim, causal, seq); only those with
+    at least one backend."""
+    theirs = defaultdict(dict)
+    rows = [r for r in rows if r.get("status") == "ok"]
+    for r in rows:
+        if r["impl"].startswith("sdpa") and r.get("tflops"):
+            theirs[(r["dtype"], r["head_dim"], r["causal"], r["seq"])][r["impl"]] = r["tflops"]
+    out = []
+    for r in rows:
+        peers = theirs.get((r["dtype"], r["head_dim"], r["causal"], r["seq"]))
+        if r.get("auto") and peers and r.get("tflops"):
+            out += [{**r, "impl": f"{r['impl']} / {peer}", "ratio": r["tflops"] / tf}
+                    for peer, tf in peers.items()]
+    return out
+
+
 def plot(plt, data, ylabel, title, path, hline=None, ylog=True):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for (group, impl), pts in sorted(data.items()):
         xs, ys = zip(*pts, strict=True)
-        ax.plot(xs, ys, marker="o", label=f"{impl} ({group})")
+        ax.plot(xs, ys, marker="o", linestyle="--" if impl.startswith("sdpa") else "-",
+                label=f"{impl} ({group})")
     if hline:
         ax.axhline(hline[0], color="gray", linestyle="--", linewidth=1, label=hline[1])
     ax.set_xscale("log", base=2)
@@ -65,7 +88,8 @@ def plot(plt, data, ylabel, title, path, hline=None, ylog=True):
 
 
 def write_plots(rows, env, output_dir) -> list:
-    """The four plots of the timed rows into output_dir (created); their paths. Rows not timed
+    """The plots of the timed rows into output_dir (created): the four, and versus_sdpa.png when
+    rows of SDPA's backends compare with the impl="auto" rows; their paths. Rows not timed
     ('failed', 'skipped') are left out; ValueError when none is left."""
     import matplotlib
 
@@ -79,10 +103,14 @@ def write_plots(rows, env, output_dir) -> list:
     device = env.get("device", {})
     name = device.get("name", "GPU")
     peak = device.get("peak_fp16_tensor_tflops")
+    ratios = series(versus(rows), "ratio")
+    extra = [plot(plt, ratios, "gpuprofile TFLOP/s ÷ SDPA backend's (>1: ours faster)",
+                  f'impl="auto" against torch SDPA, {name}', os.path.join(output_dir, "versus_sdpa.png"),
+                  hline=(1.0, "parity"), ylog=False)] if ratios else []
     return [
         plot(plt, series(rows, "median_ms"), "median time (ms)", f"attention forward latency, {name}",
              os.path.join(output_dir, "latency.png")),
-        plot(plt, series(rows, "tflops"), "TFLOP/s (4·B·H·N²·D convention)",
+        plot(plt, series(rows, "tflops"), TFLOPS_LABEL,
              f"attention forward throughput, {name}", os.path.join(output_dir, "tflops.png"),
              hline=(peak, "fp16/bf16 tensor peak") if peak else None),
         plot(plt, series(speedups(rows), "speedup"), "speed-up over naive (×)",
@@ -90,4 +118,5 @@ def write_plots(rows, env, output_dir) -> list:
         plot(plt, series([r for r in rows if r.get("extra_memory_bytes")], "extra_memory_bytes"),
              "bytes beyond Q, K, V, O", "extra device memory per call (fused kernels: none)",
              os.path.join(output_dir, "memory.png")),
+        *extra,
     ]

@@ -13,11 +13,17 @@ examples:
   gpuprofile attention --plots plots/
   gpuprofile attention --seq-lengths 512,1024,2048 --impls flash,flash_tc,sdpa --output r.json
 
-Each implementation is first checked against a float64 reference, then timed with
-gpuprofile.benchmark; the table goes to stdout, each case's status to stderr. --plots writes
-latency.png, tflops.png, speedup.png and memory.png (needs matplotlib). Without a CUDA device it
-says so and exits 0 (nothing to measure is not a failure of this command). Exit status: 0 every
-kernel of ours validated and timed, or no device; 1 one failed; 2 bad arguments.
+Without --impls and --seq-lengths the sweep fits the machine: on Hopper flash_wgmma (what
+impl="auto" picks there) and the other kernels of ours, at seq 512 to 16384; elsewhere up to
+flash_tc at seq 128 to 2048; torch SDPA's cuDNN, FlashAttention-2 and math backends when torch
+is installed. It first says what "auto" picks for each shape and why, the cases and an estimate
+of the time (about a minute on an H100). Each implementation is checked against a float64
+reference, then timed with gpuprofile.benchmark; the tables (all rows; ours against SDPA's) go to
+stdout, each case's status to stderr. TFLOP/s counts 4·B·H·N²·D per call (halved when causal).
+--plots writes latency.png, tflops.png, speedup.png, memory.png and, with SDPA rows,
+versus_sdpa.png (needs matplotlib). Without a CUDA device it says so and exits 0 (nothing to
+measure is not a failure of this command). Exit status: 0 every kernel of ours validated and
+timed, or no device; 1 one failed; 2 bad arguments.
 """
 
 PROFILE_EXAMPLE = """\
@@ -42,7 +48,7 @@ def add_parsers(sub, formatter) -> None:
                        epilog=ATTENTION_EXAMPLE, formatter_class=formatter)
     ab.add_arguments(p)
     p.add_argument("--output", default=None, metavar="PATH", help="write the rows and config as JSON")
-    p.add_argument("--plots", default=None, metavar="DIR", help="write the four plots into DIR")
+    p.add_argument("--plots", default=None, metavar="DIR", help="write the plots into DIR (needs matplotlib)")
     p.set_defaults(func=attention_main, parser=p)
 
     p = sub.add_parser("profile-kernels", help="trace the bundled attention kernels (+ counters)",
@@ -73,6 +79,7 @@ def no_device_reason() -> str | None:
 
 def attention_main(args) -> int:
     from . import attention_bench as ab
+    from .attention_plan import plan_here
 
     ab.finish_arguments(args.parser, args)
     reason = no_device_reason()
@@ -83,12 +90,21 @@ def attention_main(args) -> int:
               "can measure.", file=sys.stderr)
         return 0
     torch = ab.import_torch()
+    plan = plan_here(args, torch)
+    print(plan.describe(args.dtype), file=sys.stderr, flush=True)
+    args.seq_lengths, args.impls = plan.seqs, plan.impls
     rows = ab.run_all(args.impls, args.seq_lengths, args.dtype, args.head_dim, args.causal,
-                      args.batch, args.heads, args.max_time, torch)
+                      args.batch, args.heads, args.max_time, torch, left_out=plan.left_out,
+                      auto={n: impl for n, (impl, _) in plan.auto.items()})
     print(ab.table(rows, ab.title_for(args)), flush=True)
+    versus = ab.versus_table(rows, args.causal)
+    if versus is not None:
+        print(f"\n{versus}", flush=True)
     code = 0 if ab.all_ok(rows) else 1
     if args.output:
         config = {k: v for k, v in vars(args).items() if k not in ("func", "parser")}
+        config["auto"] = {str(n): {"impl": impl, "reason": why} for n, (impl, why) in plan.auto.items()}
+        config["estimate_s"] = {"about": plan.estimate_s, "at_most": plan.at_most_s}
         write_json(args.output, {"config": {**config, **ab.environment(torch)}, "results": rows})
         print(f"gpuprofile attention: results written to {args.output}", file=sys.stderr)
     if args.plots:

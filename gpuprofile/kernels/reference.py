@@ -45,11 +45,12 @@ def round_to(x, dtype: str) -> np.ndarray:
     raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
 
 
-def _masked_scores(q, k, causal, scale, dtype):
+def _masked_scores(q, k, causal, scale, dtype, first_row=0):
     s = np.matmul(q, np.swapaxes(k, -1, -2)).astype(dtype) * dtype(scale)
-    if causal:
-        n = s.shape[-1]
-        s = np.where(np.tril(np.ones((n, n), dtype=bool)), s, dtype(-np.inf))
+    if causal:  # query row i (position first_row + i) sees keys 0 .. first_row + i
+        rows, keys = s.shape[-2:]
+        visible = np.arange(keys)[None, :] <= first_row + np.arange(rows)[:, None]
+        s = np.where(visible, s, dtype(-np.inf))
     return s
 
 
@@ -58,24 +59,29 @@ def _softmax(s):
     return p / p.sum(axis=-1, keepdims=True)
 
 
-def reference(q, k, v, causal: bool = False, scale: float | None = None) -> np.ndarray:
-    """softmax(scale·QKᵀ [causal mask]) V in float64, for arrays [..., seq, head_dim]."""
+def reference(q, k, v, causal: bool = False, scale: float | None = None,
+              first_row: int = 0) -> np.ndarray:
+    """softmax(scale·QKᵀ [causal mask]) V in float64, for arrays [..., seq, head_dim].
+    q may hold a block of the query rows, those at positions first_row, first_row + 1, ... (the
+    causal mask needs them): the result is exactly those rows of the whole output."""
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
-    out = np.empty(np.broadcast_shapes(q.shape, v.shape), dtype=np.float64)
+    out = np.empty(np.broadcast_shapes(q.shape[:-1] + v.shape[-1:]), dtype=np.float64)
     for idx in np.ndindex(*q.shape[:-2]):  # one (batch, head) at a time bounds the memory
-        p = _softmax(_masked_scores(q[idx], k[idx], causal, scale, np.float64))
+        p = _softmax(_masked_scores(q[idx], k[idx], causal, scale, np.float64, first_row))
         out[idx] = p @ v[idx]
     return out
 
 
-def same_precision_naive(q, k, v, dtype: str, causal: bool = False, scale=None) -> np.ndarray:
-    """The output a naive implementation at `dtype` precision gives (see the module doc)."""
+def same_precision_naive(q, k, v, dtype: str, causal: bool = False, scale=None,
+                         first_row: int = 0) -> np.ndarray:
+    """The output a naive implementation at `dtype` precision gives (see the module doc); q may
+    be a block of query rows, as in reference()."""
     q, k, v = (round_to(x, dtype) for x in (q, k, v))
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
-    out = np.empty(q.shape, dtype=np.float32)
+    out = np.empty(q.shape[:-1] + v.shape[-1:], dtype=np.float32)
     for idx in np.ndindex(*q.shape[:-2]):
-        p = _softmax(_masked_scores(q[idx], k[idx], causal, scale, np.float32))
+        p = _softmax(_masked_scores(q[idx], k[idx], causal, scale, np.float32, first_row))
         out[idx] = round_to(round_to(p, dtype) @ v[idx], dtype)
     return out
 
@@ -87,8 +93,9 @@ def max_error(x, ref) -> float:
     return float(np.max(np.abs(x[finite] - ref[finite]), initial=0.0))
 
 
-def tolerance(q, k, v, dtype: str, causal: bool = False, scale=None, ref=None) -> float:
+def tolerance(q, k, v, dtype: str, causal: bool = False, scale=None, ref=None,
+              first_row: int = 0) -> float:
     """2 × (error of the same-precision naive implementation against float64) + a floor."""
-    ref = reference(q, k, v, causal, scale) if ref is None else ref
-    naive = same_precision_naive(q, k, v, dtype, causal, scale)
+    ref = reference(q, k, v, causal, scale, first_row) if ref is None else ref
+    naive = same_precision_naive(q, k, v, dtype, causal, scale, first_row)
     return 2.0 * max_error(naive, ref) + FLOORS[dtype]

@@ -23,7 +23,13 @@ def test_attention_arguments_are_the_sweeps():
     ab.finish_arguments(args.parser, args)
     assert args.seq_lengths == [256, 1024] and args.impls == ["flash", "sdpa"]
     assert args.dtype == "float16" and args.plots == "out" and args.output == "r.json"
-    assert ab.title_for(args) == "attention forward, float16, head_dim 64, heads 32, non-causal, batch 16384 // seq"
+    assert ab.title_for(args) == ("attention forward, float16, head_dim 64, heads 32, non-causal, "
+                                  "batch 16384 // seq; TFLOP/s = 4·B·H·N²·D per call / median time")
+    args.causal = True
+    assert ab.title_for(args).endswith("4·B·H·N²·D / 2 (causal) per call / median time")
+    defaults = build_parser().parse_args(["attention"])
+    ab.finish_arguments(defaults.parser, defaults)  # the machine's plan decides these
+    assert defaults.seq_lengths is None and defaults.impls is None and defaults.max_time == 1.0
 
 
 def test_profile_kernels_arguments_follow_the_seed_guide():
