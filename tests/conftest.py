@@ -105,6 +105,27 @@ def _fresh_regions():
     gpuprofile.reset()
 
 
+@pytest.fixture(autouse=True)
+def _current_device_kept(request):
+    """A GPU test that leaves another device current fails here, and the device it found is put
+    back (with torch, where installed) so the tests after it start where they expect."""
+    if request.node.get_closest_marker("gpu") is None or gpuprofile.device_count() < 2:
+        yield
+        return
+    before = gpuprofile._C._current_device()
+    yield
+    after = gpuprofile._C._current_device()
+    if after != before:
+        try:
+            import torch
+
+            torch.cuda.set_device(before)
+        except ImportError:
+            pass
+        pytest.fail(f"the test left device {after} current (it started on device {before})",
+                    pytrace=False)
+
+
 @pytest.fixture(scope="module")
 def setup_py():
     """setup.py as a module: its checks and build helpers without a build (setup() runs only as

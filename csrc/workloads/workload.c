@@ -223,17 +223,16 @@ error:
     return NULL;
 }
 
+/* Makes the Workload's device current for one call; gp_device_guard_exit puts the caller's back. */
 static int
-open_on_device(gp_workload *self)
+open_on_device(gp_workload *self, gp_device_guard *guard)
 {
+    guard->switched = 0;
     if (self->a == NULL) {
         PyErr_SetString(PyExc_ValueError, "the Workload is closed");
         return -1;
     }
-    GP_CUDA_CHECK(cudaSetDevice(self->device));
-    return 0;
-error:
-    return -1;
+    return gp_device_guard_enter(guard, self->device);
 }
 
 static PyObject *
@@ -243,12 +242,15 @@ workload_launch(PyObject *op, PyObject *args, PyObject *kwargs)
     PyObject *stream_obj = Py_None;
     cudaStream_t stream;
     gp_workload *self = (gp_workload *)op;
+    gp_device_guard guard;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:launch", kwlist, &stream_obj) ||
-        gp_stream_from_object(stream_obj, &stream) < 0 || open_on_device(self) < 0)
+        gp_stream_from_object(stream_obj, &stream) < 0 || open_on_device(self, &guard) < 0)
         return NULL;
     GP_CUDA_CHECK(launch_once(self, stream));
+    gp_device_guard_exit(&guard);
     Py_RETURN_NONE;
 error:
+    gp_device_guard_exit(&guard);
     return NULL;
 }
 
@@ -263,12 +265,15 @@ workload_time(PyObject *op, PyObject *args, PyObject *kwargs)
         return NULL;
     if (repeats < 1 || repeats > 100000)
         return PyErr_Format(PyExc_ValueError, "repeats must be in [1, 100000], got %d", repeats);
-    if (open_on_device(self) < 0)
+    gp_device_guard guard;
+    if (open_on_device(self, &guard) < 0)
         return NULL;
     PyObject *out = PyList_New(repeats);
     cudaEvent_t ev[2] = {NULL, NULL};
-    if (out == NULL)
+    if (out == NULL) {
+        gp_device_guard_exit(&guard);
         return NULL;
+    }
     GP_CUDA_CHECK(cudaEventCreate(&ev[0]));
     GP_CUDA_CHECK(cudaEventCreate(&ev[1]));
     for (int r = 0; r < repeats; r++) {
@@ -286,12 +291,14 @@ workload_time(PyObject *op, PyObject *args, PyObject *kwargs)
     }
     (void)cudaEventDestroy(ev[0]);
     (void)cudaEventDestroy(ev[1]);
+    gp_device_guard_exit(&guard);
     return out;
 error:
     if (ev[0] != NULL)
         (void)cudaEventDestroy(ev[0]);
     if (ev[1] != NULL)
         (void)cudaEventDestroy(ev[1]);
+    gp_device_guard_exit(&guard);
     Py_DECREF(out);
     return NULL;
 }

@@ -63,3 +63,16 @@ def test_device_array_copies():
     out = kernels.attention(d, d, d, impl="naive")
     _sync()
     assert out.shape == a.shape
+
+
+@pytest.mark.skipif(gp.device_count() < 2, reason="needs two devices")
+def test_workload_of_another_device_leaves_the_callers_device_current():
+    torch = pytest.importorskip("torch")
+    with torch.cuda.device(1):
+        w = _C.Workload("copy", bytes=1 << 22)
+    assert w.info["device"] == 1 and _C._current_device() == 0
+    w.launch()
+    assert _C._current_device() == 0
+    (ms,) = w.time(repeats=1)
+    assert ms > 0 and _C._current_device() == 0
+    w.close()
