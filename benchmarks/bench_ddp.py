@@ -2,6 +2,7 @@
 and a merged multi-rank trace of it. Needs >= 2 GPUs and torch with NCCL.
 
     python benchmarks/bench_ddp.py --ranks 2 --output ddp.json      # spawns the ranks itself
+    python benchmarks/bench_ddp.py --ranks 4 --output ddp4.json     # one per GPU: 4 GPUs
     torchrun --nproc-per-node 4 benchmarks/bench_ddp.py --output ddp.json
 
 Each rank trains the same MLP under DistributedDataParallel. Steps run in blocks that alternate
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import socket
 import statistics
@@ -135,9 +135,11 @@ def _report(rows, args, out_dir: str) -> None:
     print(merged)
     print(f"merge took {merge_s:.2f} s; merged trace: {merged.path}")
     if args.output:
-        with open(args.output, "w") as f:
-            json.dump({"config": vars(args), "ranks": rows, "worst_overhead_pct": worst,
-                       "merge_s": merge_s, "merge": merged.to_dict()}, f, indent=1)
+        from _children import write_json
+
+        write_json(args.output, {"config": vars(args), "world_size": len(rows), "ranks": rows,
+                                 "worst_overhead_pct": worst, "merge_s": merge_s,
+                                 "merge": merged.to_dict()})
 
 
 def _free_port() -> int:
@@ -162,8 +164,12 @@ def main() -> None:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # started by torchrun
         rank_main(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), 0, args, out_dir)
         return
+    import torch
     import torch.multiprocessing as mp
 
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if not 1 <= args.ranks <= gpus:  # one GPU per rank: set_device(rank) in each
+        p.error(f"--ranks {args.ranks} needs {args.ranks} GPUs (one per rank); this machine has {gpus}")
     mp.spawn(_spawned, args=(args.ranks, _free_port(), args, out_dir), nprocs=args.ranks, join=True)
 
 

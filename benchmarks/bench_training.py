@@ -1,5 +1,6 @@
 """What tracing costs a training step: gpuprofile's modes and its peers on real steps (issue 22's
-target: <= 2 % of step time). Needs a CUDA device and torch; the DDP workload needs 2 GPUs.
+target: <= 2 % of step time). Needs a CUDA device and torch; the DDP workload needs 2 GPUs
+(--ddp-ranks N: N GPUs).
 
     python benchmarks/bench_training.py --output bench_training.json     # about 3-4 min, 1 H100
     python benchmarks/bench_training.py --quick                          # smoke run, about 1-1.5 min
@@ -8,7 +9,8 @@ Workloads (torch only, no downloads):
 - mlp: 8 Linear(4096) layers with GELU (bench_ddp.py's model), batch 64, AdamW;
 - transformer: nn.TransformerEncoder, 6 layers, d=768, 12 heads, sequence 512, batch 8, bf16
   autocast, AdamW;
-- ddp: the mlp step under DistributedDataParallel on 2 ranks (NCCL, NVLink multicast off).
+- ddp: the mlp step under DistributedDataParallel on 2 ranks, or --ddp-ranks (NCCL, NVLink
+  multicast off).
 
 A step's time is host wall time from its start to torch.cuda.synchronize() after it; its host time
 is the part until the step's Python returns. Only one CUPTI client may exist in a process and
@@ -44,7 +46,7 @@ from _children import run_child, write_json
 WORKLOADS = ("mlp", "transformer", "ddp")
 FAMILIES = ("gpuprofile", "torch", "proton", "cupti")
 MIN_ROUNDS = 6  # the fewest samples with a 95 % interval of their median
-DDP_RANKS = 2
+DDP_RANKS = 2  # the default of --ddp-ranks
 
 # mode: (tool family, what it is)
 MODES = {
@@ -342,17 +344,16 @@ def child_run(workload: str, family: str, cfg: dict, rank: int = 0, setup=None, 
     return out
 
 
-def child_ddp(family: str, cfg: dict) -> dict:
-    """Spawns DDP_RANKS ranks that run child_run's rounds in lockstep; every rank's result."""
+def child_ddp(family: str, cfg: dict, world: int = DDP_RANKS) -> dict:
+    """Spawns `world` ranks that run child_run's rounds in lockstep; every rank's result."""
     import torch.multiprocessing as mp
     from bench_ddp import MULTICAST_OFF, _free_port
 
     os.environ.update(MULTICAST_OFF)  # NVLink multicast off in every rank, from its start
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_ddp_rank, args=(DDP_RANKS, _free_port(), family, cfg, tmp), nprocs=DDP_RANKS,
-                 join=True)
+        mp.spawn(_ddp_rank, args=(world, _free_port(), family, cfg, tmp), nprocs=world, join=True)
         ranks = []
-        for r in range(DDP_RANKS):
+        for r in range(world):
             with open(os.path.join(tmp, f"rank{r}.json")) as f:
                 ranks.append(json.load(f))
     return {"workload": "ddp", "family": family, "ranks": ranks}
@@ -418,6 +419,8 @@ def parse_args(argv=None):
                     help="time budget of a child's rounds, per mode it runs (default "
                     f"{PRESETS['default'][2]}, --quick {PRESETS['quick'][2]})")
     ap.add_argument("--quick", action="store_true", help="a smoke run: fewer, shorter rounds")
+    ap.add_argument("--ddp-ranks", type=int, default=DDP_RANKS,
+                    help=f"ranks of the ddp workload, one GPU each (default {DDP_RANKS})")
     ap.add_argument("--output", default="bench_training.json", help="JSON results")
     ap.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -431,6 +434,8 @@ def parse_args(argv=None):
     if args.rounds < MIN_ROUNDS:
         ap.error(f"--rounds must be at least {MIN_ROUNDS} (a 95 % interval of the median needs "
                  f"{MIN_ROUNDS} rounds), got {args.rounds}")
+    if args.ddp_ranks < 2:
+        ap.error(f"--ddp-ranks must be at least 2, got {args.ddp_ranks}")
     if args.steps_per_block < 1:
         ap.error(f"--steps-per-block must be at least 1, got {args.steps_per_block}")
     if not (math.isfinite(args.seconds_per_mode) and args.seconds_per_mode > 0):
@@ -476,6 +481,8 @@ def table_rows(workloads: dict) -> list:
 def _child(args, workload: str, family: str) -> dict:
     cfg = ["--rounds", str(args.rounds), "--steps-per-block", str(args.steps_per_block),
            "--seconds-per-mode", str(args.seconds_per_mode)]
+    if workload == "ddp" and args.ddp_ranks != DDP_RANKS:
+        cfg += ["--ddp-ranks", str(args.ddp_ranks)]
     return run_child(os.path.abspath(__file__), [workload, family, *cfg], args.timeout, error_lines=3)
 
 
@@ -485,7 +492,8 @@ def main(argv=None) -> int:
            "seconds_per_mode": args.seconds_per_mode}
     if args.child:
         workload, family = args.child
-        result = child_ddp(family, cfg) if workload == "ddp" else child_run(workload, family, cfg)
+        result = (child_ddp(family, cfg, args.ddp_ranks) if workload == "ddp"
+                  else child_run(workload, family, cfg))
         print(json.dumps(result), flush=True)
         os._exit(0)  # CUPTI's exit-time flush must not call a finalized interpreter's callbacks
 
@@ -501,8 +509,8 @@ def main(argv=None) -> int:
                "config": cfg, "modes": {m: text for m, (_, text) in MODES.items()},
                "notes": [], "workloads": {}}
     for workload in args.workloads:
-        if workload == "ddp" and gp.device_count() < DDP_RANKS:
-            results["notes"].append(f"ddp skipped: needs {DDP_RANKS} GPUs, found "
+        if workload == "ddp" and gp.device_count() < args.ddp_ranks:
+            results["notes"].append(f"ddp skipped: needs {args.ddp_ranks} GPUs, found "
                                     f"{gp.device_count()}")
             continue
         children = results["workloads"][workload] = {}

@@ -10,9 +10,10 @@ events.
 
 Across ranks (after alignment), `match` pairs the k-th NCCL kernel of each collective on every
 rank (NCCL requires the same order on every rank of a communicator), and `held_back` lists the
-steps where one rank arrived last at the step's first collective, by how much it held the
-others, and why: its GPU idled before the collective longer than the others' (a late launch by
-its host: data loading, a sync, Python) or its own kernels took longer (compute).
+steps where one rank, or a group of ranks slow at once, arrived last at the step's first
+collective, by how much they held the others, and why: the last rank's GPU idled before the
+collective longer than the others' (a late launch by its host: data loading, a sync, Python) or
+its own kernels took longer (compute).
 """
 
 from __future__ import annotations
@@ -193,12 +194,34 @@ def _idle_before(r, j: int, k: int) -> int:
     return max(min(int(r.nccl["idle_before"][j]), own - lo), 0)
 
 
+def late_group(s) -> list:
+    """Indices of the ranks that arrived late at a collective, from their starts `s`: those
+    closer to the latest start than to the median start (s > median + (latest - median) / 2),
+    latest first (ties: the lower index, as straggler's `last`). Empty when the latest start is
+    the median (at least half the ranks arrived last together: nobody held the others). Integer
+    arithmetic: times in ns since an epoch do not fit a float's 53 bits."""
+    s = [int(x) for x in s]
+    lo = min(s)
+    d = sorted(x - lo for x in s)
+    twice_median = d[(len(d) - 1) // 2] + d[len(d) // 2]
+    latest = d[-1]
+    # s > m + (latest - m) / 2  <=>  4 s > 2 m + 2 latest
+    late = [i for i, x in enumerate(s) if 4 * (x - lo) > twice_median + 2 * latest]
+    return sorted(late, key=lambda i: (-s[i], i))
+
+
 def held_back(ranks, matched, starts, last, first) -> list:
-    """Steps where one rank arrived last at the step's first collective, most held first: step,
-    rank, collective, held_ns (its start minus the next latest), idle_before_ns and compute_ns
-    of that rank, the other ranks' medians of both, and the reason: 'late launch' when its GPU
-    idled before the collective longer than the others' by more than its compute exceeded
-    theirs, 'compute' when the reverse, 'unclear' when the two are equal."""
+    """Steps where a late group of ranks arrived last at the step's first collective, most held
+    first. The late group (late_group()) is the ranks whose start is closer to the latest start
+    than to the median start: one slow rank, or several slow at once. Rows: step, rank (the
+    last to arrive, as straggler's `last`), ranks (the late group's rank ids, sorted),
+    collective, held_ns (the last rank's start minus the latest start of the ranks not in the
+    group: how much sooner the collective could have started without the group;
+    for one late rank, its start minus the next latest), idle_before_ns and compute_ns of the
+    last rank, the medians of both over the ranks not in the group, and the reason: 'late
+    launch' when the last rank's GPU idled before the collective longer than the others' by
+    more than its compute exceeded theirs, 'compute' when the reverse, 'unclear' when the two
+    are equal. A step with no late group (the latest start is also the median) is not listed."""
     out = []
     if len(ranks) < 2:
         return out
@@ -206,19 +229,24 @@ def held_back(ranks, matched, starts, last, first) -> list:
         if who is None:
             continue
         s = starts[c]
-        idle = [_idle_before(r, int(matched["pos"][c, i]), k) for i, r in enumerate(ranks)]
-        compute = [int(r.per_step["compute_ns"][k]) for r in ranks]
-        others_idle = int(round(float(np.median(np.delete(idle, who)))))
-        others_compute = int(round(float(np.median(np.delete(compute, who)))))
-        held = int(s[who] - np.max(np.delete(s, who)))
-        if held <= 0:  # a tie: nobody held the others
+        group = late_group(s)
+        if not group:
             continue
-        late, busy = idle[who] - others_idle, compute[who] - others_compute
+        rest = np.setdiff1d(np.arange(len(ranks)), group)
+        held = int(s[who] - np.max(s[rest]))
+        if held <= 0:
+            continue
+        idle = np.array([_idle_before(r, int(matched["pos"][c, i]), k) for i, r in enumerate(ranks)])
+        compute = np.array([int(r.per_step["compute_ns"][k]) for r in ranks])
+        others_idle = int(round(float(np.median(idle[rest]))))
+        others_compute = int(round(float(np.median(compute[rest]))))
+        late, busy = int(idle[who]) - others_idle, int(compute[who]) - others_compute
         out.append({"step": k, "rank": ranks[who].rank,
+                    "ranks": sorted(ranks[i].rank for i in group),
                     "collective": f"{matched['op'][c]} #{int(matched['index'][c])}",
                     "held_ns": held,
-                    "idle_before_ns": idle[who], "others_idle_before_ns": others_idle,
-                    "compute_ns": compute[who], "others_compute_ns": others_compute,
+                    "idle_before_ns": int(idle[who]), "others_idle_before_ns": others_idle,
+                    "compute_ns": int(compute[who]), "others_compute_ns": others_compute,
                     "reason": "late launch" if late > busy else "compute" if busy > late else "unclear"})
     out.sort(key=lambda row: (-row["held_ns"], row["step"]))
     return out
@@ -270,13 +298,14 @@ class StepTable(Tabular):
 
 @dataclass
 class HeldBackTable(Tabular):
-    """Steps where one rank held the others back, most first (held_back() defines the rows)."""
+    """Steps where a rank, or a group of late ranks, held the others back, most first
+    (held_back() defines the rows; `rank` is the last to arrive, `ranks` the late group)."""
 
     rows: list = field(default_factory=list)
     top: int = 10
 
-    _HEADERS = ["step", "rank", "collective", "held us", "GPU idle before us", "others' idle us",
-                "compute ms", "others' compute ms", "why"]
+    _HEADERS = ["step", "rank", "late ranks", "collective", "held us", "GPU idle before us",
+                "others' idle us", "compute ms", "others' compute ms", "why"]
 
     def table_rows(self) -> list:
         return [dict(row) for row in self.rows]
@@ -285,16 +314,17 @@ class HeldBackTable(Tabular):
         return {"rows": list(self.rows)}
 
     def _body(self) -> list:
-        return [[str(r["step"]), r["rank"], r["collective"], r["held_ns"] / 1e3,
+        return [[str(r["step"]), r["rank"], ",".join(map(str, r["ranks"])), r["collective"],
+                 r["held_ns"] / 1e3,
                  r["idle_before_ns"] / 1e3, r["others_idle_before_ns"] / 1e3, r["compute_ns"] / 1e6,
                  r["others_compute_ns"] / 1e6, r["reason"]] for r in self.rows[: self.top]]
 
     def _title(self) -> str:
-        return f"steps where one rank held the others back (top {min(self.top, len(self.rows))} of {len(self.rows)})"
+        return f"steps where late ranks held the others back (top {min(self.top, len(self.rows))} of {len(self.rows)})"
 
     def __str__(self) -> str:
         if not self.rows:
-            return "no step where one rank held the others back"
+            return "no step where late ranks held the others back"
         return text_table(self._HEADERS, self._body(), title=self._title())
 
     def __repr__(self) -> str:

@@ -26,7 +26,7 @@ printed spread is the measured alignment error). NCCL kernels are named by colle
 bytes and bus bandwidth where a gp.distributed.collective() region gave the size. The straggler
 table splits each step (a region, default 'step') per rank into compute, collective and wait time
 and names the rank that arrived last; then compute/communication overlap, exposed communication
-and idle time per rank, and the steps where one rank held the others back, with why. --tables
+and idle time per rank, and the steps where late ranks held the others back, with why. --tables
 writes every table as CSV (every step and rank; the printout shows totals). Exit status: 0
 merged; 1 the output or a table cannot be written; 2 bad arguments or a bad input file
 (unreadable, not a Chrome trace or gpuprofile Parquet file, a field of the wrong type or out of

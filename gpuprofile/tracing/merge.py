@@ -2,7 +2,7 @@
 written by Profile.export_chrome_trace / export_parquet in each rank) into one Chrome/Perfetto
 trace with one process per rank, on one aligned time line, with NCCL kernels named by their
 collective and given bytes and bandwidth, plus the tables of docs/distributed.md: stragglers,
-compute/communication per step, and the steps where one rank held the others back.
+compute/communication per step, and the steps where late ranks held the others back.
 
 The merge streams (issue 28): it reads the ranks one at a time, twice. The first pass reduces
 each rank to its steps' numbers and its NCCL kernels (analyses.py); alignment, matching and the
@@ -159,8 +159,8 @@ def _events(ranks, matched, rows, window):
 class MergeResult(Tabular):
     """What merge_traces() did: the output path, each rank's file and clock shift, how the
     clocks were aligned and how well, every matched collective, the straggler table, the
-    compute/communication table per step and rank, and the steps where one rank held the
-    others back. Each table has to_pandas()."""
+    compute/communication table per step and rank, and the steps where late ranks (one, or
+    several slow at once) held the others back. Each table has to_pandas()."""
 
     path: str
     ranks: list

@@ -56,17 +56,22 @@ def gloo_rank(rank: int, world: int, port: int, out: str) -> None:
 
 def nccl_rank(rank: int, world: int, port: int, out: str, steps: int, slow_rank: int,
               slow_step: int, late_rank: int = -1, late_step: int = -1,
-              parquet: bool = False) -> None:
-    """One GPU rank: `steps` steps of matmuls then an all_reduce in a collective() region, traced;
-    `slow_rank` does four times the work in `slow_step`, so it arrives last there; `late_rank`
-    waits for its GPU and sleeps 20 ms on the host before launching the all_reduce of
-    `late_step` (a late launch: its GPU idles). `parquet`: also export trace.rank{r}.parquet."""
+              parquet: bool = False, slow_steps: dict | None = None) -> None:
+    """One GPU rank: `steps` steps of 8 matmuls then an all_reduce in a collective() region,
+    traced. `slow_steps` maps step -> {rank: factor}: that rank does `factor` times the matmuls
+    in that step, so it arrives late there (several ranks may be slow in one step); without it,
+    `slow_rank` does four times the work in `slow_step` ({slow_step: {slow_rank: 4}}).
+    `late_rank` waits for its GPU and sleeps 20 ms on the host before launching the all_reduce
+    of `late_step` (a late launch: its GPU idles). `parquet`: also export
+    trace.rank{r}.parquet. mp.spawn passes the arguments by position, in this order."""
     import time
 
     import torch
 
     import gpuprofile as gp
 
+    if slow_steps is None:
+        slow_steps = {slow_step: {slow_rank: 4}}
     torch.cuda.set_device(rank)
     dist = _init(rank, world, port, "nccl")
     try:
@@ -79,7 +84,7 @@ def nccl_rank(rank: int, world: int, port: int, out: str, steps: int, slow_rank:
         with gp.profile() as p:
             for s in range(steps):
                 with gp.region("step"):
-                    for _ in range(4 * 8 if (rank == slow_rank and s == slow_step) else 8):
+                    for _ in range(8 * slow_steps.get(s, {}).get(rank, 1)):
                         a = (a @ a).clamp_(-1, 1)
                     if rank == late_rank and s == late_step:
                         torch.cuda.synchronize()

@@ -173,6 +173,54 @@ def test_many_ranks_find_the_slow_one(tmp_path, monkeypatch):
     assert waits == {r: (0 if r == 5 else 9_000) for r in range(8)}
 
 
+def test_late_group_is_closer_to_the_latest_than_to_the_median():
+    from gpuprofile.tracing.analyses import late_group
+
+    assert late_group([0, 10]) == [1] and late_group([5, 5]) == []  # two ranks: as before
+    assert late_group([0, 10, 10, 0]) == [1, 2]  # a tie for last: both, the lower index first
+    assert late_group([0, 10, 14, 0]) == [2, 1]  # median 5: 10 > 5 + (14 - 5) / 2
+    assert late_group([0, 9, 14, 0]) == [2]  # median 4.5: 9 is not above 4.5 + 9.5 / 2
+    assert late_group([0, 8, 12, 0]) == [2] and late_group([0, 9, 12, 0]) == [2, 1]  # 8 is on the line
+    assert late_group([0, 10, 10, 10]) == []  # the latest is the median: three arrived together
+    base = 1_790_000_000_000_000_000  # ns since an epoch: beyond a float's 53 bits
+    assert late_group([base, base + 2, base + 4, base]) == [2]
+    assert late_group([base, base + 3, base + 4, base]) == [2, 1]
+
+
+# Four ranks, three steps (compute end, allreduce start). Step 0: ranks 1 and 2 compute 10 us
+# longer, alike: one row naming both. Step 1: rank 2 14 us longer, rank 1 10 us: both late, rank
+# 2 last. Step 2: only rank 3 is slow (9 us); rank 2 is 2 us late, nearer the median than
+# rank 3: not in the group, and the row is what one late rank always gave.
+FOUR = [[(30_000, 31_000), (30_000, 31_000), (30_000, 31_000)],
+        [(40_000, 41_000), (40_000, 41_000), (30_000, 31_000)],
+        [(40_000, 41_000), (44_000, 45_000), (32_000, 33_000)],
+        [(30_000, 31_000), (30_000, 31_000), (39_000, 40_000)]]
+
+
+@pytest.mark.parametrize("name", ["trace.json.gz", "trace.parquet"])
+def test_two_slow_ranks_at_once_are_one_row(tmp_path, monkeypatch, name):
+    bases = [1_000_000_000 * (r + 1) + 777 * r for r in range(4)]
+    paths = R.export_ranks(tmp_path, monkeypatch, FOUR, bases, [0, 30_000, -20_000, 5_000], name=name)
+    result = merge_traces(paths, tmp_path / "m.json")
+    assert result.alignment["spread_max_ns"] == 0
+    assert result.straggler.last == [1, 2, 3]
+    got = [(r["step"], r["rank"], r["ranks"], r["held_ns"], r["idle_before_ns"], r["others_idle_before_ns"],
+            r["compute_ns"], r["others_compute_ns"], r["reason"]) for r in result.held_back.rows]
+    assert got == [(1, 2, [1, 2], 14_000, 1_000, 1_000, 44_000, 30_000, "compute"),
+                   (0, 1, [1, 2], 10_000, 1_000, 1_000, 40_000, 30_000, "compute"),
+                   # the old definition: rank 3's start minus the next latest (rank 2's)
+                   (2, 3, [3], 7_000, 1_000, 1_000, 39_000, 30_000, "compute")]
+    text = str(result.held_back)
+    assert "late ranks" in text and "1,2" in text
+    assert "late ranks" in result.held_back._repr_html_()
+    result.held_back.to_csv(tmp_path / "held.csv")
+    lines = (tmp_path / "held.csv").read_text().splitlines()
+    assert lines[0].split(",")[:3] == ["step", "rank", "ranks"] and '"[1, 2]"' in lines[1]
+    waits = {r["rank"]: r["wait_ns"] for r in result.straggler.rows if r["step"] == 0}
+    assert waits == {0: 10_000, 1: 0, 2: 0, 3: 10_000}
+    json.dumps(result.to_dict())
+
+
 @pytest.mark.parametrize("name", ["trace.json.gz", "trace.parquet"])
 def test_scale_generator_answers_are_found(tmp_path, monkeypatch, name):
     # the benchmark's ranks (bench_merge.py), small: 6 ranks of 40 steps x 20 kernels

@@ -318,6 +318,21 @@ def test_ddp_runs_where_two_devices_are_and_leaves_proton_out(bt, monkeypatch, t
     assert data["notes"] == []
 
 
+def test_ddp_ranks_reach_the_child_and_the_device_check(bt, monkeypatch, tmp_path):
+    calls = _parent(bt, monkeypatch, 4, lambda args: {"error": ["stop here"]})
+    out = tmp_path / "r.json"
+    assert bt.main(["--workloads", "mlp,ddp", "--families", "torch", "--ddp-ranks", "4",
+                    "--output", str(out)]) == 0
+    assert [args[:2] for _, args, _ in calls] == [["mlp", "torch"], ["ddp", "torch"]]
+    assert "--ddp-ranks" not in calls[0][1] and calls[1][1][-2:] == ["--ddp-ranks", "4"]
+    assert bt.parse_args(["--child", "ddp", "torch", "--ddp-ranks", "4"]).ddp_ranks == 4
+    calls = _parent(bt, monkeypatch, 2, lambda args: {"error": ["stop here"]})
+    assert bt.main(["--workloads", "ddp", "--ddp-ranks", "4", "--output", str(out)]) == 0
+    assert calls == [] and json.loads(out.read_text())["notes"] == ["ddp skipped: needs 4 GPUs, found 2"]
+    with pytest.raises(SystemExit):
+        bt.parse_args(["--ddp-ranks", "1"])
+
+
 # ---- a child's wiring on a stand-in torch (its GPU behaviour: test_bench_training_gpu.py) ---------
 
 class _Tensor:
