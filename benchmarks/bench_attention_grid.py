@@ -154,28 +154,54 @@ def checked_slices(shape, causal):
 
 
 class Case:
-    """Inputs of one (shape, dtype) on the device (gpuprofile arrays, torch views of them) and
-    the references of the checked rows, per causal."""
+    """Inputs of one (shape, dtype) on the device, an output, and the references of the checked
+    rows per causal. With torch the inputs are drawn on the device and every implementation reads
+    the same torch tensors (gpuprofile through DLPack); without it, from NumPy into DeviceArrays
+    (slower at 16k tokens: host random numbers and copies)."""
 
     def __init__(self, shape, dtype, torch):
         from gpuprofile import kernels
         from gpuprofile.kernels import reference as ref
 
-        self.shape, self.dtype = shape, dtype
-        rng = np.random.default_rng(0)
-        self.host = [ref.round_to(rng.standard_normal(shape, dtype=np.float32), dtype) for _ in range(3)]
-        self.device = [kernels.to_device(x, dtype) for x in self.host]
-        self.out = kernels.empty(shape, dtype)
-        self.torch = [torch.from_dlpack(x) for x in self.device] if torch is not None else None
+        self.shape, self.dtype, self._torch = shape, dtype, torch
+        if torch is not None:
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            tdt = {"bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+            self.device = [torch.randn(shape, generator=gen, device="cuda").to(tdt) for _ in range(3)]
+            self.torch = self.device
+            self.out = torch.empty(shape, dtype=tdt, device="cuda")
+        else:
+            rng = np.random.default_rng(0)
+            self.host = [ref.round_to(rng.standard_normal(shape, dtype=np.float32), dtype)
+                         for _ in range(3)]
+            self.device = [kernels.to_device(x, dtype) for x in self.host]
+            self.torch = None
+            self.out = kernels.empty(shape, dtype)
         self._want = {}
+
+    def rows_of(self, x, b, h, rows):
+        """x[b, h, rows] as float32 NumPy (x: an input or the output, torch's or ours)."""
+        if self._torch is not None:
+            return x[b, h, rows].float().cpu().numpy()
+        return x[b, h, rows] if isinstance(x, np.ndarray) else x.numpy()[b, h, rows]
+
+    def poison_out(self):
+        from gpuprofile import kernels
+
+        if self._torch is not None:
+            self.out.fill_(float("nan"))
+        else:
+            self.out = kernels.to_device(np.full(self.shape, np.nan, dtype=np.float32), self.dtype)
 
     def want(self, causal):
         from gpuprofile.kernels import reference as ref
 
         if causal not in self._want:
             self._want[causal] = []
+            inputs = self.device if self._torch is not None else self.host
             for b, h, rows, keys in checked_slices(self.shape, causal):
-                q, k, v = self.host[0][b, h, rows], self.host[1][b, h, keys], self.host[2][b, h, keys]
+                q = self.rows_of(inputs[0], b, h, rows)
+                k, v = (self.rows_of(x, b, h, keys) for x in inputs[1:])
                 want = ref.reference(q, k, v, causal)
                 tol = ref.tolerance(q, k, v, self.dtype, causal, ref=want)
                 self._want[causal].append(((b, h, rows), want, tol))
@@ -206,19 +232,18 @@ def backend(impl):
 
 def validate(impl, case, causal):
     """(ok, worst error / tolerance) of one call's output on the checked rows."""
-    from gpuprofile import kernels
     from gpuprofile.kernels import reference as ref
 
     if impl in GP_VARIANTS:
-        case.out = kernels.to_device(np.full(case.shape, np.nan, dtype=np.float32), case.dtype)
+        case.poison_out()
         make_call(impl, case, causal)()
-        out = case.out.numpy()
+        out = case.out
     else:
         with backend(impl):
-            out = make_call(impl, case, causal)().float().cpu().numpy()
+            out = make_call(impl, case, causal)()
     worst = 0.0
     for (b, h, rows), want, tol in case.want(causal):
-        got = out[b, h, rows]
+        got = case.rows_of(out, b, h, rows)
         err = ref.max_error(got, want) if np.isfinite(got).all() else float("inf")
         worst = max(worst, err / tol)
     return worst <= 1.0, worst
