@@ -403,13 +403,14 @@ parse_arrays(attn_call *c, PyObject *const objs[4])
 static PyObject *
 attention(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    static char *kwlist[] = {"q", "k", "v", "out", "impl", "causal", "scale", "stream", NULL};
+    static char *kwlist[] = {"q",     "k",      "v",      "out",      "impl",
+                             "causal", "scale", "stream", "_variant", NULL};
     PyObject *objs[4] = {NULL, NULL, NULL, Py_None}, *scale_obj = Py_None, *stream_obj = Py_None;
     const char *impl_name = "flash";
-    int causal = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOO:attention", kwlist, &objs[0],
+    int causal = 0, variant = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOOi:attention", kwlist, &objs[0],
                                      &objs[1], &objs[2], &objs[3], &impl_name, &causal, &scale_obj,
-                                     &stream_obj))
+                                     &stream_obj, &variant))
         return NULL;
     attn_call c;
     memset(&c, 0, sizeof c);
@@ -419,6 +420,16 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);
+    /* _variant: flash_wgmma's experimental schedules (attention.h), for the benchmarks only. */
+    if (variant != 0 && (c.requested != IMPL_FLASH_WGMMA || variant < 0 ||
+                         variant >= GP_ATTN_WGMMA_VARIANTS)) {
+        PyErr_Format(PyExc_ValueError,
+                     "attention: _variant must be 0, or 1..%d with impl='flash_wgmma', got %d "
+                     "with impl='%s'",
+                     GP_ATTN_WGMMA_VARIANTS - 1, variant, impl_name);
+        goto done;
+    }
+    c.p.variant = variant;
     if (gp_attn_choose_impl(c.requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
         goto done;
     if (c.a[0].on_device)
@@ -521,7 +532,9 @@ attention_release_workspace(PyObject *module, PyObject *unused)
 static PyMethodDef attention_methods[] = {
     {"_attention", (PyCFunction)(void (*)(void))attention, METH_VARARGS | METH_KEYWORDS,
      "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None)\n--\n\n"
-     "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations."},
+     "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations. The hidden "
+     "keyword _variant (impl='flash_wgmma' only) selects a schedule under measurement "
+     "(kernels/attention/attention.h); benchmarks only."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
      "device (without a device: what it would pick off Hopper)."},

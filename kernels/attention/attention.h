@@ -41,7 +41,16 @@ typedef struct {
     float scale; /* > 0: scores are scale * q·k */
     int causal;  /* key j is visible to query i when j <= i */
     gp_attn_dtype dtype;
+    /* Experimental schedules under measurement (issue 27); 0, the default, everywhere else.
+     * Only flash_wgmma reads it (GP_ATTN_WGMMA_VARIANTS); the others take 0 only. */
+    int variant;
 } gp_attn_params;
+
+/* flash_wgmma's variants: 0 the default block per head_dim; 1 the same block persistent (one
+ * block per SM walks (query tile, head, batch) work items); 2 a 128-row block with two
+ * overlapped consumers at every head_dim (head_dim 128: the default); 3 the 128-row block,
+ * persistent. */
+#define GP_ATTN_WGMMA_VARIANTS 4
 
 /* Nonzero when every row of every tensor starts on a 16-byte boundary (cp.async, vector I/O). */
 static inline int

@@ -35,6 +35,10 @@
 //       (see consume). Every tile it computes starts at or before its first row (64-row
 //       warpgroups, 128-key tiles), so as in v1 every row's running max is finite after tile 0
 //       for finite inputs; the -inf guard of softmax stays for Inf in Q or K (NOTES.md).
+//   v3  under measurement (issue 27; _variant 1-3 of _C._attention, attention.h, NOTES.md):
+//       persistent blocks (grid = SMs, each walks (query tile, head, batch) work items, two Q
+//       buffers so the next item's loads overlap this one's last tiles and O store), for both
+//       blocks above, and the 128-row overlapped block at head_dim 64 (persistent or not).
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
@@ -79,18 +83,25 @@ template <int CONSUMERS> struct Block {
 // Shared memory, from a 1024-byte aligned base: Q (BM×D), STAGES K tiles, STAGES V tiles (BN×D
 // each, as D/64 column blocks), then the mbarriers. Every tile starts on a 1024-byte boundary
 // (BM·128 and BN·128 bytes are multiples of 1024).
-template <int D, int BM> struct Layout {
+// The persistent kernels (QBUFS = 2) keep two Q tiles, so that the next work item's Q loads while
+// the consumers still read the current one; their barriers are the K/V ones followed by
+// Q full and Q empty per Q buffer.
+template <int D, int BM, int QBUFS = 1> struct Layout {
     static constexpr int STAGES = D == 64 ? 4 : 2;
     static constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = kBN * D * 2;
-    static constexpr uint32_t K_OFF = Q_BYTES, V_OFF = K_OFF + STAGES * KV_BYTES;
+    static constexpr uint32_t K_OFF = QBUFS * Q_BYTES, V_OFF = K_OFF + STAGES * KV_BYTES;
     static constexpr uint32_t BAR_OFF = V_OFF + STAGES * KV_BYTES;
-    static constexpr int BARS = 1 + 4 * STAGES; // Q full; K full, K empty, V full, V empty
+    // Q full; K full, K empty, V full, V empty (persistent: then Q full, Q empty per Q buffer)
+    static constexpr int BARS = 1 + 4 * STAGES + (QBUFS > 1 ? 2 * QBUFS : 0);
     static constexpr size_t SMEM = BAR_OFF + BARS * 8 + 1024; // + room to align the base
+    static_assert(SMEM <= 227 * 1024, "more shared memory than an H100 block has");
 };
 
 struct Args {
     CUtensorMap q, k, v; // 4-D maps (head_dim, seq, heads, batch); boxes of 64 × BM or BN rows
     gp_attn_params p;
+    int m_tiles;   // persistent kernels: query tiles per (batch, head)
+    int64_t items; // and work items, m_tiles · heads · batch
 };
 
 using namespace sm90;
@@ -251,9 +262,9 @@ template <typename T, int D, int BM> struct Consumer {
     }
 
     // O / l, rounded to T, for the rows that exist.
-    __device__ __forceinline__ void store(const gp_attn_params &p, int r0, int lane)
+    __device__ __forceinline__ void store(const gp_attn_params &p, int r0, int lane, int b, int h)
     {
-        const Slice<T> out = slice<T>(p.o, p.o_stride, blockIdx.z, blockIdx.y);
+        const Slice<T> out = slice<T>(p.o, p.o_stride, b, h);
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             float sum = l[half];
@@ -374,7 +385,7 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
             mbar_arrive(&bar.v_empty[s]);
         }
     }
-    c.store(p, r0, lane);
+    c.store(p, r0, lane, blockIdx.z, blockIdx.y);
 }
 
 #endif // GP_SM90A
@@ -423,6 +434,247 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1) flash_wgmma_kernel(const __grid_
 #endif
 }
 
+// ---- v3 (issue 27, under measurement: _variant 1 and 3): persistent blocks ----------------------
+// One block per SM (grid = min(SMs, items)); block x takes work items x, x + grid, x + 2·grid, ...
+// of (query tile, head, batch). The producer loads the next item's Q into the other of two Q
+// buffers and its K, V tiles into the same ring as soon as stages free up, so the next item's
+// loads overlap this item's last tiles and its O store; the ring's stage and parity come from a
+// count of the block's tiles over all its items. Every consumer releases every tile the block
+// loads (a causal 192-row block's first consumer waits for and releases the tiles it skips), so
+// the barriers' phases stay in step across items.
+
+#if GP_SM90A
+
+struct PBarriers {
+    Barriers ring;
+    uint64_t *q_full, *q_empty; // per Q buffer
+    template <int STAGES> static __device__ PBarriers at(uint64_t *base)
+    {
+        return PBarriers{Barriers::at<STAGES>(base), base + 1 + 4 * STAGES, base + 3 + 4 * STAGES};
+    }
+};
+
+struct Item {
+    int m0, h, b;
+};
+
+// Work item i. Causal: query tile m_tiles - 1 - i / (heads·batch), heaviest first; otherwise the
+// query tiles of one (batch, head) are consecutive items, so blocks running together share its K
+// and V in L2.
+template <int BM>
+__device__ __forceinline__ Item
+work_item(const gp_attn_params &p, int64_t i, int m_tiles)
+{
+    const int64_t bh = (int64_t)p.batch * p.heads;
+    int64_t mt, r;
+    if (p.causal) {
+        mt = m_tiles - 1 - i / bh;
+        r = i % bh;
+    } else {
+        mt = i % m_tiles;
+        r = i / m_tiles;
+    }
+    return Item{(int)mt * BM, (int)(r % p.heads), (int)(r / p.heads)};
+}
+
+template <int D, int BM>
+__device__ void
+produce_persistent(const Args &a, uint8_t *smem, const PBarriers &bar)
+{
+    using L = Layout<D, BM, 2>;
+    uint32_t g = 0; // K/V tiles this block loaded so far
+    int k = 0;      // items so far
+    for (int64_t i = blockIdx.x; i < a.items; i += gridDim.x, k++) {
+        const Item w = work_item<BM>(a.p, i, a.m_tiles);
+        const int qb = k & 1;
+        if (k >= 2)
+            mbar_wait(&bar.q_empty[qb], (uint32_t)((k >> 1) - 1) & 1);
+        mbar_arrive_expect_tx(&bar.q_full[qb], L::Q_BYTES);
+#pragma unroll
+        for (int c = 0; c < D / kBlockCols; c++)
+            tma_load_4d(smem + qb * L::Q_BYTES + c * BM * 128, &a.q, &bar.q_full[qb],
+                        c * kBlockCols, w.m0, w.h, w.b);
+        const int n_tiles = key_tiles(a.p, w.m0 + BM);
+        for (int j = 0; j < n_tiles; j++, g++) {
+            const int s = g % L::STAGES;
+            const uint32_t reuse = (g / L::STAGES - 1) & 1; // read only where g >= STAGES
+            uint8_t *kb = smem + L::K_OFF + s * L::KV_BYTES, *vb = smem + L::V_OFF + s * L::KV_BYTES;
+            if (g >= (uint32_t)L::STAGES)
+                mbar_wait(&bar.ring.k_empty[s], reuse);
+            mbar_arrive_expect_tx(&bar.ring.k_full[s], L::KV_BYTES);
+#pragma unroll
+            for (int c = 0; c < D / kBlockCols; c++)
+                tma_load_4d(kb + c * kBN * 128, &a.k, &bar.ring.k_full[s], c * kBlockCols, j * kBN,
+                            w.h, w.b);
+            if (g >= (uint32_t)L::STAGES)
+                mbar_wait(&bar.ring.v_empty[s], reuse);
+            mbar_arrive_expect_tx(&bar.ring.v_full[s], L::KV_BYTES);
+#pragma unroll
+            for (int c = 0; c < D / kBlockCols; c++)
+                tma_load_4d(vb + c * kBN * 128, &a.v, &bar.ring.v_full[s], c * kBlockCols, j * kBN,
+                            w.h, w.b);
+        }
+    }
+}
+
+// consume's two schedules over the block's items; tile j of an item is the block's tile g0 + j.
+template <typename T, int D, typename B, Schedule S>
+__device__ void
+consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
+{
+    using L = Layout<D, B::BM, 2>;
+    const gp_attn_params &p = a.p;
+    const Barriers &bar = pb.ring;
+    const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
+    const int n = p.seq;
+    const bool causal = p.causal != 0;
+    const float sl2 = p.scale * kLog2e;
+    const uint32_t k0 = smem_u32(smem) + L::K_OFF, v0 = smem_u32(smem) + L::V_OFF;
+    auto stage = [](uint32_t g) { return (int)(g % L::STAGES); };
+    auto parity = [](uint32_t g) { return (g / L::STAGES) & 1; };
+
+    uint32_t g0 = 0; // the block's K/V tiles before this item
+    int k = 0;
+    for (int64_t i = blockIdx.x; i < a.items; i += gridDim.x, k++) {
+        const Item w = work_item<B::BM>(p, i, a.m_tiles);
+        const int block_tiles = key_tiles(p, w.m0 + B::BM);
+        const int row_lo = w.m0 + 64 * cw;
+        const int n_tiles = B::BM == kBN ? block_tiles : key_tiles(p, row_lo + 64);
+        const int r0 = row_lo + 16 * warp + (lane >> 2);
+        const int qb = k & 1;
+        const uint32_t q = smem_u32(smem) + qb * L::Q_BYTES + cw * 64 * 128;
+
+        Consumer<T, D, B::BM> c;
+#pragma unroll
+        for (int e = 0; e < Consumer<T, D, B::BM>::NO; e++)
+            c.o[e] = 0.0f;
+        c.m[0] = c.m[1] = -CUDART_INF_F;
+        c.l[0] = c.l[1] = 0.0f;
+        float alpha[2], sum[2];
+        auto scores_ready = [&](int j) {
+            const int col0 = j * kBN;
+            if (col0 + kBN > n || (causal && col0 + kBN - 1 > row_lo))
+                c.mask(r0, col0 + 2 * (lane & 3), n, causal);
+            c.softmax(sl2, alpha, sum);
+        };
+
+        mbar_wait(&pb.q_full[qb], (uint32_t)(k >> 1) & 1);
+        if constexpr (S == Schedule::overlapped) {
+            mbar_wait(&bar.k_full[stage(g0)], parity(g0));
+            c.issue_qk(q, k0 + stage(g0) * L::KV_BYTES);
+            wgmma_wait<0>();
+            pin(c.s);
+            mbar_arrive(&bar.k_empty[stage(g0)]);
+            scores_ready(0);
+            c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
+            c.to_a();
+            for (int j = 1; j < n_tiles; j++) {
+                const uint32_t gj = g0 + j, gp = gj - 1;
+                const int s = stage(gj), sp = stage(gp);
+                mbar_wait(&bar.k_full[s], parity(gj));
+                c.issue_qk(q, k0 + s * L::KV_BYTES);
+                mbar_wait(&bar.v_full[sp], parity(gp));
+                c.issue_pv(v0 + sp * L::KV_BYTES);
+                wgmma_wait<1>();
+                pin(c.s);
+                mbar_arrive(&bar.k_empty[s]);
+                scores_ready(j);
+                wgmma_wait<0>();
+                pin(c.o);
+                pin(c.pa);
+                mbar_arrive(&bar.v_empty[sp]);
+                c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
+                c.to_a();
+            }
+            const uint32_t gl = g0 + n_tiles - 1;
+            mbar_wait(&bar.v_full[stage(gl)], parity(gl));
+            c.issue_pv(v0 + stage(gl) * L::KV_BYTES);
+            wgmma_wait<0>();
+            pin(c.o);
+            pin(c.pa);
+            mbar_arrive(&bar.v_empty[stage(gl)]); // unlike consume: the ring goes on
+        } else {
+            for (int j = 0; j < n_tiles; j++) {
+                const uint32_t gj = g0 + j;
+                const int s = stage(gj);
+                mbar_wait(&bar.k_full[s], parity(gj));
+                c.issue_qk(q, k0 + s * L::KV_BYTES);
+                wgmma_wait<0>();
+                pin(c.s);
+                mbar_arrive(&bar.k_empty[s]);
+                scores_ready(j);
+                c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
+                c.to_a();
+                mbar_wait(&bar.v_full[s], parity(gj));
+                c.issue_pv(v0 + s * L::KV_BYTES);
+                wgmma_wait<0>();
+                pin(c.o);
+                mbar_arrive(&bar.v_empty[s]);
+            }
+        }
+        mbar_arrive(&pb.q_empty[qb]); // every S of this warpgroup has completed
+        // Tiles past this warpgroup's rows (causal, 192-row block): released once loaded, so
+        // that each of their barrier phases completes exactly when the block is done with it.
+        for (int j = n_tiles; j < block_tiles; j++) {
+            const uint32_t gj = g0 + j;
+            const int s = stage(gj);
+            mbar_wait(&bar.k_full[s], parity(gj));
+            mbar_arrive(&bar.k_empty[s]);
+            mbar_wait(&bar.v_full[s], parity(gj));
+            mbar_arrive(&bar.v_empty[s]);
+        }
+        c.store(p, r0, lane, w.b, w.h);
+        g0 += block_tiles;
+    }
+}
+
+#endif // GP_SM90A
+
+template <typename T, int D, int CONSUMERS, Schedule S>
+__global__ void
+__launch_bounds__(Block<CONSUMERS>::threads, 1)
+    flash_wgmma_persistent_kernel(const __grid_constant__ Args a)
+{
+#if GP_SM90A
+    using B = Block<CONSUMERS>;
+    using L = Layout<D, B::BM, 2>;
+    extern __shared__ uint8_t smem_raw[];
+    uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
+    const PBarriers bar =
+        PBarriers::at<L::STAGES>(reinterpret_cast<uint64_t *>(smem + L::BAR_OFF));
+    const int wg = threadIdx.x / 128;
+
+    if (threadIdx.x == 0) {
+        tma_prefetch_map(&a.q);
+        tma_prefetch_map(&a.k);
+        tma_prefetch_map(&a.v);
+        for (int qb = 0; qb < 2; qb++) {
+            mbar_init(&bar.q_full[qb], 1);
+            mbar_init(&bar.q_empty[qb], 128 * B::consumers);
+        }
+        for (int s = 0; s < L::STAGES; s++) {
+            mbar_init(&bar.ring.k_full[s], 1);
+            mbar_init(&bar.ring.v_full[s], 1);
+            mbar_init(&bar.ring.k_empty[s], 128 * B::consumers);
+            mbar_init(&bar.ring.v_empty[s], 128 * B::consumers);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    if (wg == 0) {
+        regs_release<B::producer_regs>();
+        if (threadIdx.x == 0)
+            produce_persistent<D, B::BM>(a, smem, bar);
+        return;
+    }
+    regs_claim<B::consumer_regs>();
+    consume_persistent<T, D, B, S>(a, smem, bar, wg - 1);
+#else
+    __trap();
+#endif
+}
+
 // ---- host (the tensor maps' encoding: attention_sm90.cuh) -------------------------------------
 
 // runnable_here for the current device, asked once per device: every instantiation comes from
@@ -466,10 +718,57 @@ launch(const gp_attn_params &p, cudaStream_t stream)
                             stream, a);
 }
 
+// The persistent kernel: as many blocks as SMs, or work items if fewer.
+template <typename T, int D, int CONSUMERS, Schedule S>
+cudaError_t
+launch_persistent(const gp_attn_params &p, cudaStream_t stream)
+{
+    using B = Block<CONSUMERS>;
+    auto kernel = flash_wgmma_persistent_kernel<T, D, CONSUMERS, S>;
+    if (!runnable_on_current_device())
+        return cudaErrorNotSupported;
+    int device, sms;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess)
+        return err;
+    Args a;
+    memset(&a, 0, sizeof a);
+    a.p = p;
+    a.m_tiles = (p.seq + B::BM - 1) / B::BM;
+    a.items = (int64_t)a.m_tiles * p.heads * p.batch;
+    if (!encode(&a.q, p.q, p.q_stride, p, B::BM) || !encode(&a.k, p.k, p.k_stride, p, kBN) ||
+        !encode(&a.v, p.v, p.v_stride, p, kBN))
+        return cudaErrorNotSupported;
+    const unsigned blocks = (unsigned)(a.items < sms ? a.items : sms);
+    return launch_with_smem(kernel, dim3(blocks), dim3(B::threads), Layout<D, B::BM, 2>::SMEM,
+                            stream, a);
+}
+
 template <typename T>
 cudaError_t
 launch_dtype(const gp_attn_params &p, cudaStream_t stream)
 {
+    // Variants under measurement (attention.h, GP_ATTN_WGMMA_VARIANTS): 1 the default block
+    // persistent, 2 the 128-row overlapped block (head_dim 64: flash_wgmma_v4 of git history),
+    // 3 that block persistent.
+    switch (p.variant) {
+    case 1:
+        if (p.head_dim == 64)
+            return launch_persistent<T, 64, 3, Schedule::sequential>(p, stream);
+        return launch_persistent<T, 128, 2, Schedule::overlapped>(p, stream);
+    case 2:
+        if (p.head_dim == 64)
+            return launch<T, 64, 2, Schedule::overlapped>(p, stream);
+        return launch<T, 128, 2, Schedule::overlapped>(p, stream);
+    case 3:
+        if (p.head_dim == 64)
+            return launch_persistent<T, 64, 2, Schedule::overlapped>(p, stream);
+        return launch_persistent<T, 128, 2, Schedule::overlapped>(p, stream);
+    default:
+        break;
+    }
     // The fastest block on an H100 at each head_dim (docs/benchmarks.md, "flash_wgmma"): 192 rows
     // in sequence at 64, 128 rows overlapped at 128 (a 192-row block does not fit O's registers
     // at 128: a consumer gets 160).
@@ -505,7 +804,7 @@ gp_attn_flash_wgmma_runnable(void)
 extern "C" cudaError_t
 gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream)
 {
-    if (!gp_attn_flash_wgmma_supports(p))
+    if (!gp_attn_flash_wgmma_supports(p) || p->variant < 0 || p->variant >= GP_ATTN_WGMMA_VARIANTS)
         return cudaErrorNotSupported;
     if (p->dtype == GP_ATTN_F16)
         return gp_attn::launch_dtype<__half>(*p, stream);

@@ -113,6 +113,62 @@ def test_nan_and_inf_propagate_like_the_reference(causal, where):
     assert ref.max_error(got[finite], want[finite]) <= tol
 
 
+# Issue 27's schedules under measurement (_C._attention's hidden _variant, attention.h): 0 the
+# default, 1 the default block persistent, 2 the 128-row overlapped block, 3 that one persistent.
+VARIANTS = [0, 1, 2, 3]
+
+
+def run_variant(q, k, v, dtype, variant, causal=False, scale=None):
+    out = poisoned(q.shape, dtype)
+    _C._attention(*(kernels.to_device(x, dtype) for x in (q, k, v)), out, impl="flash_wgmma",
+                  causal=causal, scale=scale, _variant=variant)
+    return out.numpy()
+
+
+@hopper
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("seq", [1, 127, 129, 193, 385, 1000])
+@pytest.mark.parametrize("causal", [False, True])
+def test_variant_matches_reference(variant, dtype, head_dim, seq, causal):
+    """Every variant: lengths inside one tile, past the 128- and 192-row blocks' edges, and
+    ragged ones; fewer work items than SMs (one item per persistent block)."""
+    shape = (2, 3, seq, head_dim) if seq < 1000 else (1, 2, seq, head_dim)
+    q, k, v = inputs(shape, dtype)
+    check(run_variant(q, k, v, dtype, variant, causal), q, k, v, dtype, causal)
+
+
+@hopper
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_variant_many_items_per_block(variant, head_dim, causal):
+    """More work items than SMs: a persistent block runs two to four (query tile, head, batch)
+    items, so both Q buffers are reused, the K/V ring's phases run on across items, and (causal,
+    192-row block) a warpgroup releases the tiles it skips. 2·70 heads of 520 rows: 420 items of
+    192 rows (3 tiles a head, the last one 136 rows), 700 of 128; an H100 has 132 SMs."""
+    q, k, v = inputs((2, 70, 520, head_dim), "bfloat16")
+    check(run_variant(q, k, v, "bfloat16", variant, causal), q, k, v, "bfloat16", causal)
+
+
+@hopper
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_variant_peaked_scores(variant, head_dim, causal):
+    q, k, v = inputs((1, 4, 300, head_dim), "float16", spread=6.0)
+    check(run_variant(q, k, v, "float16", variant, causal, 0.3), q, k, v, "float16", causal, 0.3)
+
+
+@hopper
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_variant_strided_inputs_and_output(variant):
+    (q, k, v), views, out_mem, out = bnhd_case(2, 200, 3, 64)
+    _C._attention(*views, out, impl="flash_wgmma", causal=True, _variant=variant)
+    check(out_mem.numpy().transpose(0, 2, 1, 3), q, k, v, "float16", True)
+
+
 @pytest.mark.skipif(_hopper(), reason="the refusal is for devices other than compute capability 9.0")
 def test_other_devices_are_refused_clearly():
     q, k, v = inputs((1, 1, 64, 64), "bfloat16")

@@ -1,0 +1,348 @@
+"""flash_wgmma's schedules against torch SDPA's cuDNN and FlashAttention-2 backends on a grid of
+shapes (issue 27 item 1: at or above cuDNN on short sequences and head_dim 64).
+
+    python benchmarks/bench_attention_grid.py --quick --output /tmp/grid.json
+    python benchmarks/bench_attention_grid.py --variants gp,gp_persist,cudnn --output grid.json
+
+Grid: N in {512, 1k, 2k, 4k, 8k, 16k} x head_dim {64, 128} x causal or not x fp16/bf16, with
+batch = 16384 // N and heads = 2048 // head_dim (the FlashAttention papers' shapes: 16k tokens,
+every shape fills an H100 many times over), then the one-wave cases: a few heads, so the default
+kernel's blocks number at most 132 (one per SM). --quick runs only the shapes issue 27 measured
+worst (head_dim 64, N <= 4096) and two others.
+
+Per shape, in one process and interleaved: each gpuprofile variant (flash_wgmma with the hidden
+_variant of _C._attention: kernels/attention/attention.h), then SDPA with the CUDNN_ATTENTION and
+FLASH_ATTENTION backends (torch.nn.attention.sdpa_kernel) on the same device memory. Everything
+is timed by gpuprofile.benchmark the same way (L2 flushed before every iteration, CUPTI kernel
+times where CUPTI is usable, else CUDA events; the median), after its output was checked against
+the float64 reference (every row of the first and last (batch, head) up to N = 4096; beyond, their
+first 512 rows, and for non-causal also the last 512). TFLOP/s count 4·B·H·N²·D FLOPs (halved
+when causal); % is of 989 TFLOP/s (H100 SXM dense fp16/bf16); the SM clock is gpuprofile's
+reading before and after each timing. Prints a table, writes JSON (--output).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+import numpy as np
+
+PEAK_TFLOPS = 989.0  # H100 SXM, dense fp16/bf16 tensor cores (datasheet)
+# name: _variant of _C._attention's impl="flash_wgmma" (attention.h, GP_ATTN_WGMMA_VARIANTS)
+GP_VARIANTS = {"gp": 0, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3}
+SDPA = {"cudnn": "CUDNN_ATTENTION", "fa2": "FLASH_ATTENTION"}
+NAMES = tuple(GP_VARIANTS) + tuple(SDPA)
+SEQS = (512, 1024, 2048, 4096, 8192, 16384)
+# One wave: (batch, heads, seq, head_dim); the default blocks (192 rows at head_dim 64, 128 at
+# 128) number 3·43 = 129, 2·64 = 128, 1·86 = 86 and 4·32 = 128, at most an H100's 132 SMs.
+ONE_WAVE = ((1, 3, 8192, 64), (1, 2, 8192, 128), (1, 1, 16384, 64), (1, 4, 4096, 128))
+# Issue 27's worst (gp/cuDNN 0.79, 0.87, 0.96) and short ones: (shape, dtype, causal).
+QUICK = (((16, 12, 1024, 64), "bfloat16", False), ((8, 16, 2048, 64), "bfloat16", False),
+         ((4, 16, 4096, 64), "float16", False), ((32, 32, 512, 64), "bfloat16", False),
+         ((16, 32, 1024, 64), "bfloat16", True), ((16, 16, 1024, 128), "bfloat16", False),
+         ((1, 3, 8192, 64), "bfloat16", False), ((1, 2, 8192, 128), "bfloat16", True))
+CHECK_ROWS = 512  # rows checked per slice beyond FULL_CHECK
+FULL_CHECK = 4096
+
+
+def grid_cases(quick: bool):
+    """[(shape, dtype, causal)] in run order."""
+    if quick:
+        return list(QUICK)
+    cases = []
+    for n in SEQS:
+        for d in (64, 128):
+            for dtype in ("bfloat16", "float16"):
+                for causal in (False, True):
+                    cases.append(((max(1, 16384 // n), 2048 // d, n, d), dtype, causal))
+    for shape in ONE_WAVE:
+        for causal in (False, True):
+            cases.append((shape, "bfloat16", causal))
+    return cases
+
+
+def flops(shape, causal) -> float:
+    b, h, n, d = shape
+    f = 4.0 * b * h * n * n * d
+    return f / 2 if causal else f
+
+
+def parse_variants(text):
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in names if s not in NAMES]
+    if unknown or not names:
+        raise ValueError(f"--variants: unknown {unknown}; choose from {', '.join(NAMES)}")
+    return names
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="only the worst shapes (about a minute)")
+    p.add_argument("--variants", default=",".join(NAMES), help=f"comma list of {', '.join(NAMES)}")
+    p.add_argument("--max-time", type=float, default=0.4, help="seconds per timing at most")
+    p.add_argument("--output", default=None, help="JSON file for the results")
+    args = p.parse_args(argv)
+    try:
+        args.variants = parse_variants(args.variants)
+    except ValueError as exc:
+        p.error(str(exc))
+    if not args.max_time > 0:
+        p.error("--max-time must be > 0")
+    return args
+
+
+# ---- the table (pure) ----------------------------------------------------------------------------
+
+COLUMNS = ["shape (B,H,N,D)", "dtype", "causal", "impl", "ms", "TFLOP/s", "% of 989", "/cuDNN",
+           "SM MHz"]
+
+
+def add_ratios(rows):
+    """Each row's TFLOP/s against cuDNN's on the same case (None where either is missing)."""
+    cudnn = {r["case"]: r["tflops"] for r in rows if r["impl"] == "cudnn" and r.get("tflops")}
+    for r in rows:
+        base = cudnn.get(r["case"])
+        r["vs_cudnn"] = r["tflops"] / base if base and r.get("tflops") else None
+    return rows
+
+
+def table_rows(rows):
+    out = []
+    for r in rows:
+        head = [",".join(map(str, r["shape"])), "fp16" if r["dtype"] == "float16" else "bf16",
+                "yes" if r["causal"] else "no", r["impl"]]
+        if r.get("status") != "ok":
+            out.append(head + [r.get("status", "")[:40], None, None, None, None])
+            continue
+        clocks = [c for c in (r.get("sm_mhz_start"), r.get("sm_mhz_end")) if c]
+        mhz = f"{min(clocks):.0f}-{max(clocks):.0f}" if clocks else None
+        out.append(head + [r["median_ms"], r["tflops"], r["pct_989"], r["vs_cudnn"], mhz])
+    return out
+
+
+def summary(rows):
+    """Per impl: the cases it ran, how many at or above cuDNN, and the worst and median ratio."""
+    lines = []
+    for impl in dict.fromkeys(r["impl"] for r in rows):
+        ratios = [r["vs_cudnn"] for r in rows if r["impl"] == impl and r.get("vs_cudnn")]
+        if impl == "cudnn" or not ratios:
+            continue
+        lines.append(f"{impl}: >= cuDNN on {sum(x >= 1.0 for x in ratios)}/{len(ratios)} cases, "
+                     f"worst {min(ratios):.3f}, median {float(np.median(ratios)):.3f}")
+    return lines
+
+
+# ---- the GPU part ---------------------------------------------------------------------------------
+
+def checked_slices(shape, causal):
+    """[(b, h, q_rows, k_rows)]: what of the output is compared with the reference."""
+    b, h, n, _ = shape
+    every = slice(0, n)
+    slices = sorted({(0, 0), (b - 1, h - 1)})
+    if n <= FULL_CHECK:
+        return [(bb, hh, every, every) for bb, hh in slices]
+    first = slice(0, CHECK_ROWS)
+    out = [(bb, hh, first, first if causal else every) for bb, hh in slices]
+    if not causal:
+        out += [(bb, hh, slice(n - CHECK_ROWS, n), every) for bb, hh in slices]
+    return out
+
+
+class Case:
+    """Inputs of one (shape, dtype) on the device, an output, and the references of the checked
+    rows per causal. With torch the inputs are drawn on the device and every implementation reads
+    the same torch tensors (gpuprofile through DLPack); without it, from NumPy into DeviceArrays
+    (slower at 16k tokens: host random numbers and copies)."""
+
+    def __init__(self, shape, dtype, torch):
+        from gpuprofile import kernels
+        from gpuprofile.kernels import reference as ref
+
+        self.shape, self.dtype, self._torch = shape, dtype, torch
+        if torch is not None:
+            gen = torch.Generator(device="cuda").manual_seed(0)
+            tdt = {"bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+            self.device = [torch.randn(shape, generator=gen, device="cuda").to(tdt) for _ in range(3)]
+            self.torch = self.device
+            self.out = torch.empty(shape, dtype=tdt, device="cuda")
+        else:
+            rng = np.random.default_rng(0)
+            self.host = [ref.round_to(rng.standard_normal(shape, dtype=np.float32), dtype)
+                         for _ in range(3)]
+            self.device = [kernels.to_device(x, dtype) for x in self.host]
+            self.torch = None
+            self.out = kernels.empty(shape, dtype)
+        self._want = {}
+
+    def rows_of(self, x, b, h, rows):
+        """x[b, h, rows] as float32 NumPy (x: an input or the output, torch's or ours)."""
+        if self._torch is not None:
+            return x[b, h, rows].float().cpu().numpy()
+        return x[b, h, rows] if isinstance(x, np.ndarray) else x.numpy()[b, h, rows]
+
+    def poison_out(self):
+        from gpuprofile import kernels
+
+        if self._torch is not None:
+            self.out.fill_(float("nan"))
+        else:
+            self.out = kernels.to_device(np.full(self.shape, np.nan, dtype=np.float32), self.dtype)
+
+    def want(self, causal):
+        from gpuprofile.kernels import reference as ref
+
+        if causal not in self._want:
+            self._want[causal] = []
+            inputs = self.device if self._torch is not None else self.host
+            for b, h, rows, keys in checked_slices(self.shape, causal):
+                q = self.rows_of(inputs[0], b, h, rows)
+                k, v = (self.rows_of(x, b, h, keys) for x in inputs[1:])
+                want = ref.reference(q, k, v, causal)
+                tol = ref.tolerance(q, k, v, self.dtype, causal, ref=want)
+                self._want[causal].append(((b, h, rows), want, tol))
+        return self._want[causal]
+
+
+def make_call(impl, case, causal):
+    from gpuprofile import _C
+
+    if impl in GP_VARIANTS:
+        variant = GP_VARIANTS[impl]
+        return lambda: _C._attention(*case.device, case.out, impl="flash_wgmma", causal=causal,
+                                     _variant=variant)
+    import torch.nn.functional as F
+
+    return lambda: F.scaled_dot_product_attention(*case.torch, is_causal=causal)
+
+
+def backend(impl):
+    import contextlib
+
+    if impl not in SDPA:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(getattr(SDPBackend, SDPA[impl]))
+
+
+def validate(impl, case, causal):
+    """(ok, worst error / tolerance) of one call's output on the checked rows."""
+    from gpuprofile.kernels import reference as ref
+
+    if impl in GP_VARIANTS:
+        case.poison_out()
+        make_call(impl, case, causal)()
+        out = case.out
+    else:
+        with backend(impl):
+            out = make_call(impl, case, causal)()
+    worst = 0.0
+    for (b, h, rows), want, tol in case.want(causal):
+        got = case.rows_of(out, b, h, rows)
+        err = ref.max_error(got, want) if np.isfinite(got).all() else float("inf")
+        worst = max(worst, err / tol)
+    return worst <= 1.0, worst
+
+
+def run_one(impl, case, causal, max_time):
+    import gpuprofile as gp
+
+    row = {"case": (case.shape, case.dtype, causal), "impl": impl, "shape": list(case.shape),
+           "dtype": case.dtype, "causal": causal, "flops": flops(case.shape, causal)}
+    if impl in SDPA and case.torch is None:
+        return {**row, "status": "skipped: no torch with CUDA"}
+    try:
+        ok, worst = validate(impl, case, causal)
+    except Exception as exc:  # a backend that does not take the shape, or a kernel error
+        return {**row, "status": f"failed: {type(exc).__name__}: {exc}".splitlines()[0][:200]}
+    row["err_over_tol"] = worst
+    if not ok:
+        return {**row, "status": "wrong result: not timed"}
+    with backend(impl), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        r = gp.benchmark(make_call(impl, case, causal), flops=row["flops"], name=impl,
+                         min_time=min(0.2, max_time), max_time=max_time, mode="cold")
+    row["warnings"] = [str(w.message) for w in caught]  # e.g. the noise reached at max_time
+    row.update(status="ok", median_ms=r.median_ms, tflops=r.tflops,
+               pct_989=100.0 * r.tflops / PEAK_TFLOPS, rel_noise=r.rel_noise, clock=r.clock,
+               sm_mhz_start=r.sm_clock_mhz_start, sm_mhz_end=r.sm_clock_mhz_end,
+               sm_clock_source=r.sm_clock_source)
+    return row
+
+
+def nvidia_smi_clock():
+    """nvidia-smi's SM clock of every GPU in MHz (None where nvidia-smi is missing)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.strip() or None
+
+
+def write_json(path, payload):
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(payload, f, indent=1)
+    os.replace(tmp, path)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    import gpuprofile as gp
+    from gpuprofile._format import text_table
+    from gpuprofile.kernels import release_workspace
+
+    if gp.device_count() == 0 or tuple(gp.device_info(0).compute_capability) != (9, 0):
+        print("bench_attention_grid.py needs a compute capability 9.0 device (flash_wgmma)", file=sys.stderr)
+        return 2
+    try:
+        import torch
+
+        torch = torch if torch.cuda.is_available() else None
+    except ImportError:
+        torch = None
+    if torch is None and any(v in SDPA for v in args.variants):
+        print("bench_attention_grid.py: torch with CUDA is missing; SDPA rows are skipped", file=sys.stderr)
+    cases = grid_cases(args.quick)
+    started, smi_start = time.time(), nvidia_smi_clock()
+    rows, current = [], None
+    for i, (shape, dtype, causal) in enumerate(cases):
+        if current is None or (current.shape, current.dtype) != (shape, dtype):
+            current = None
+            release_workspace()
+            current = Case(shape, dtype, torch)
+        for impl in args.variants:
+            row = run_one(impl, current, causal, args.max_time)
+            rows.append(row)
+            print(f"[{i + 1}/{len(cases)} {time.time() - started:5.0f} s] {shape} {dtype} "
+                  f"causal={causal} {impl}: {row.get('tflops', 0):.1f} TFLOP/s {row['status']}",
+                  file=sys.stderr, flush=True)
+    add_ratios(rows)
+    for r in rows:
+        del r["case"]
+    info = gp.device_info(0)
+    config = {"variants": args.variants, "quick": args.quick, "max_time": args.max_time,
+              "device": info.to_dict(), "torch": torch.__version__ if torch else None,
+              "peak_tflops": PEAK_TFLOPS, "nvidia_smi_sm_clock_start": smi_start,
+              "nvidia_smi_sm_clock_end": nvidia_smi_clock(), "seconds": time.time() - started,
+              "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "argv": sys.argv}
+    if args.output:
+        write_json(args.output, {"config": config, "results": rows})
+    print(text_table(COLUMNS, table_rows(rows),
+                     title=f"attention forward on {info.name}: flash_wgmma variants vs SDPA "
+                           f"(nvidia-smi SM clock, MHz current/max: {smi_start})"))
+    for line in summary(rows):
+        print(line)
+    return 0 if all(r["status"].startswith(("ok", "skipped")) or r["impl"] in SDPA for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""benchmarks/bench_attention_grid.py's pure parts (the grid, FLOPs, the ratio to cuDNN, the
+table, the checked rows); its GPU run is the lead's (issue 27)."""
+
+import pytest
+from scripts import load_benchmark
+
+import gpuprofile as gp
+
+grid = load_benchmark("bench_attention_grid")
+
+
+def test_the_grid_and_the_one_wave_cases():
+    cases = grid.grid_cases(quick=False)
+    assert len(cases) == 6 * 2 * 2 * 2 + 2 * len(grid.ONE_WAVE)
+    assert ((8, 32, 2048, 64), "bfloat16", True) in cases
+    assert ((1, 16, 16384, 128), "float16", False) in cases
+    assert all(b * n == 16384 and h * d == 2048 for (b, h, n, d), _, _ in cases[:48])
+    # one wave: the default blocks (192 rows at head_dim 64, 128 at 128) fit 132 SMs
+    for b, h, n, d in grid.ONE_WAVE:
+        assert b * h * -(-n // (192 if d == 64 else 128)) <= 132
+    quick = grid.grid_cases(quick=True)
+    assert ((16, 12, 1024, 64), "bfloat16", False) in quick and len(quick) == len(grid.QUICK)
+
+
+def test_flops_halved_when_causal():
+    assert grid.flops((2, 3, 100, 64), False) == 4.0 * 2 * 3 * 100 * 100 * 64
+    assert grid.flops((2, 3, 100, 64), True) == 2.0 * 2 * 3 * 100 * 100 * 64
+
+
+def test_variants_by_name():
+    assert grid.parse_variants("gp, cudnn") == ["gp", "cudnn"]
+    assert grid.GP_VARIANTS == {"gp": 0, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3}
+    with pytest.raises(ValueError, match=r"unknown \['gp_v9'\]"):
+        grid.parse_variants("gp,gp_v9")
+    with pytest.raises(SystemExit):
+        grid.parse_args(["--variants", ""])
+
+
+def row(impl, tflops, case=((1, 1, 512, 64), "bfloat16", False), status="ok"):
+    (shape, dtype, causal) = case
+    return {"case": case, "impl": impl, "shape": list(shape), "dtype": dtype, "causal": causal,
+            "status": status, "median_ms": 1.0, "tflops": tflops, "pct_989": 100 * tflops / 989,
+            "sm_mhz_start": 1980.0, "sm_mhz_end": 1755.0}
+
+
+def test_ratio_table_and_summary():
+    other = ((1, 1, 1024, 128), "float16", True)
+    rows = grid.add_ratios([row("gp", 400.0), row("gp_persist", 480.0), row("cudnn", 460.0),
+                            row("gp", 300.0, other), row("cudnn", 0, other, status="failed: x")])
+    assert [r["vs_cudnn"] for r in rows] == [400 / 460, 480 / 460, 1.0, None, None]
+    table = grid.table_rows(rows)
+    assert table[0] == ["1,1,512,64", "bf16", "no", "gp", 1.0, 400.0, 100 * 400 / 989, 400 / 460,
+                        "1755-1980"]
+    assert table[4][:5] == ["1,1,1024,128", "fp16", "yes", "cudnn", "failed: x"]
+    assert grid.summary(rows) == ["gp: >= cuDNN on 0/1 cases, worst 0.870, median 0.870",
+                                  "gp_persist: >= cuDNN on 1/1 cases, worst 1.043, median 1.043"]
+
+
+def test_checked_rows():
+    every = slice(0, 4096)
+    assert grid.checked_slices((2, 3, 4096, 64), True) == [(0, 0, every, every), (1, 2, every, every)]
+    first, last, keys = slice(0, 512), slice(7680, 8192), slice(0, 8192)
+    assert grid.checked_slices((1, 1, 8192, 64), True) == [(0, 0, first, first)]
+    assert grid.checked_slices((1, 1, 8192, 64), False) == [(0, 0, first, keys), (0, 0, last, keys)]
+
+
+@pytest.mark.skipif(gp.device_count() > 0, reason="the refusal without a Hopper device")
+def test_needs_hopper(capsys):
+    assert grid.main(["--quick"]) == 2
+    assert "needs a compute capability 9.0 device" in capsys.readouterr().err
