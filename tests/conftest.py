@@ -105,6 +105,42 @@ def _fresh_regions():
     gpuprofile.reset()
 
 
+_DEVICE_SEEN = [None]
+
+
+def _note_device_change(where):
+    """With two or more devices, says on stderr each time gpuprofile's or torch's current device
+    changes between test phases (a leak in a module fixture or a collection hook escapes the
+    per-test check below)."""
+    if gpuprofile.device_count() < 2:
+        return
+    torch = sys.modules.get("torch")
+    now = (gpuprofile._C._current_device(),
+           torch.cuda.current_device() if torch is not None and torch.cuda.is_initialized() else None)
+    if now != _DEVICE_SEEN[0]:
+        sys.__stderr__.write(f"\n[current device (gpuprofile, torch) {_DEVICE_SEEN[0]} -> {now} at {where}]\n")
+        _DEVICE_SEEN[0] = now
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    _note_device_change(f"{item.nodeid} before setup")
+    yield
+    _note_device_change(f"{item.nodeid} after setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield
+    _note_device_change(f"{item.nodeid} after call")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield
+    _note_device_change(f"{item.nodeid} after teardown")
+
+
 @pytest.fixture(autouse=True)
 def _current_device_kept(request):
     """A GPU test that leaves another device current fails here, and the device it found is put

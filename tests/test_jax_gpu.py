@@ -17,8 +17,24 @@ pytestmark = pytest.mark.gpu
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
-if gp.device_count() == 0 or not any(d.platform == "gpu" for d in jax.devices()):  # pragma: no cover
-    pytest.skip("needs a CUDA device visible to JAX", allow_module_level=True)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _jax_on_a_gpu():
+    """JAX's CUDA backend starts here, not when the module is collected: starting it leaves the
+    last GPU current on this thread (seen with two GPUs: every test collected after it then ran
+    on device 1). The caller's device is current again after this module's tests."""
+    if gp.device_count() == 0:  # pragma: no cover
+        pytest.skip("needs a CUDA device")
+    before = gp._C._current_device()
+    try:
+        if not any(d.platform == "gpu" for d in jax.devices()):  # pragma: no cover
+            pytest.skip("needs a CUDA device visible to JAX")
+        yield
+    finally:
+        if gp._C._current_device() != before:
+            torch = pytest.importorskip("torch")  # gpuprofile sets no device; torch can
+            torch.cuda.set_device(before)
 
 
 @pytest.fixture(scope="module")

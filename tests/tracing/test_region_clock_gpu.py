@@ -1,7 +1,8 @@
 """The CUPTI region clock on a GPU, against ground truth: regions inside gpuprofile.profile()
-record no events and read the same GPU time as their events (region_clock="events") within 1 %
-on work of known duration: spin kernels of a requested length, back to back, nested, on another
-thread's launches, and gpuprofile's attention kernels; regions without GPU work say so."""
+record no events and read the same GPU time as their events (region_clock="events") within 1 %,
+or the few microseconds the events add around the work, on work of known duration: spin kernels
+of a requested length, back to back, nested, on another thread's launches, and gpuprofile's
+attention kernels; regions without GPU work say so."""
 
 import threading
 
@@ -18,8 +19,10 @@ MS = 1_000_000  # ns
 
 def _busy():
     """Keeps the GPU busy before a region opens, so that its start event waits in the queue
-    (the events then measure the region's work back to back, as the trace does)."""
-    gp.kernels.spin(MS)
+    (the events then measure the region's work back to back, as the trace does). 5 ms: with 1 ms
+    the host's first pass through a profile sometimes outlasted it, and the events read the idle
+    gap (8 us over a 0.5 ms spin)."""
+    gp.kernels.spin(5 * MS)
 
 
 def _times(name):
@@ -35,6 +38,17 @@ def _run(clock, body, reps=5, **kw):
             body()
     C._synchronize()
     return p
+
+
+EDGES_MS = 0.006  # events read 3.6-4.1 us more than the span of three attention kernels (H200)
+
+
+def _agree(ev, cu, *what):
+    """The CUPTI span matches the events within 1 %, or within the few microseconds the events add
+    around the work (the start event's wait for the first kernel, the last kernel's end to the
+    end event), and never reads more than they do by over 1 %."""
+    assert np.all(cu <= ev * 1.01), (*what, ev, cu)
+    assert np.all(ev - cu <= np.maximum(0.01 * ev, EDGES_MS)), (*what, ev, cu)
 
 
 def _both(body, name, reps=5):
@@ -59,7 +73,7 @@ def test_spin_reads_the_requested_time_on_both_clocks(ms):
 
     ev, cu = _both(body, "spin")
     assert np.all(np.abs(cu - ms) / ms < 0.01), cu
-    assert np.all(np.abs(cu - ev) / ev < 0.01), (ev, cu)
+    _agree(ev, cu)
 
 
 def test_back_to_back_kernels_span_as_events_measure():
@@ -71,7 +85,7 @@ def test_back_to_back_kernels_span_as_events_measure():
 
     ev, cu = _both(body, "five")
     assert np.all(np.abs(cu - 1.0) < 0.01), cu
-    assert np.all(np.abs(cu - ev) / ev < 0.01), (ev, cu)
+    _agree(ev, cu)
 
 
 def test_nested_regions_take_their_childrens_work():
@@ -90,7 +104,7 @@ def test_nested_regions_take_their_childrens_work():
     cu = {n: _times(n)[1] for n in ("outer", "a", "b")}
     for name, want in (("outer", 3.5), ("a", 1.0), ("b", 2.0)):
         assert np.all(np.abs(cu[name] - want) / want < 0.01), (name, cu[name])
-        assert np.all(np.abs(cu[name] - ev[name]) / ev[name] < 0.01), (name, ev[name], cu[name])
+        _agree(ev[name], cu[name], name)
 
 
 def test_attention_kernels_read_the_same_on_both_clocks():
@@ -107,7 +121,7 @@ def test_attention_kernels_read_the_same_on_both_clocks():
 
     ev, cu = _both(body, "attn")
     assert np.median(cu) > 0.05, cu  # long enough for 1 % to mean something
-    assert np.all(np.abs(cu - ev) / ev < 0.01), (ev, cu)
+    _agree(ev, cu)
 
 
 def test_no_events_are_taken_while_tracing():
@@ -246,7 +260,7 @@ def test_interleaved_asyncio_tasks_read_what_their_events_read():
         await asyncio.gather(task("a", MS), task("b", 2 * MS))
 
     def body():
-        _busy()
+        gp.kernels.spin(10 * MS)  # asyncio.run's set-up can outlast _busy(): the stream must not idle
         asyncio.run(both())
 
     _run("events", body, reps=3)
@@ -255,4 +269,4 @@ def test_interleaved_asyncio_tasks_read_what_their_events_read():
     cu = {n: _times(n)[1] for n in ("a", "b")}
     for name in ("a", "b"):
         assert np.isfinite(cu[name]).all(), (name, cu[name])
-        assert np.all(np.abs(cu[name] - ev[name]) / ev[name] < 0.01), (name, ev[name], cu[name])
+        _agree(ev[name], cu[name], name)
