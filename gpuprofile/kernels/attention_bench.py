@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+import warnings
 
 import numpy as np
 
@@ -192,10 +193,15 @@ def peak_for(impl, dtype):
 
 
 def time_it(fn, name, flops, nbytes, peak, max_time):
-    r = benchmark(fn, flops=flops, bytes=nbytes, name=name, max_time=max_time, peak=peak)
+    """One timing. A warning of the benchmark (noise above its target at max_time) goes into the
+    row's `warnings`, not across the progress bar: the table's noise column shows it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        r = benchmark(fn, flops=flops, bytes=nbytes, name=name, max_time=max_time, peak=peak)
     return {"timer": "gpuprofile.benchmark", "median_ms": r.median_ms, "tflops": r.tflops,
             "gbps": r.gbps, "pct_peak_flops": r.pct_peak_flops, "pct_peak_bw": r.pct_peak_bw,
-            "rel_noise": r.rel_noise, "bound": r.bound, "benchmark": r.to_dict(samples=False)}
+            "rel_noise": r.rel_noise, "bound": r.bound, "benchmark": r.to_dict(samples=False),
+            "warnings": [str(w.message) for w in caught]}
 
 def extra_memory(impl, inp, causal, torch):
     """Device memory the call needs beyond Q, K, V and O: exact for ours (the naive workspace),
