@@ -420,12 +420,13 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);
-    /* _variant: flash_wgmma's experimental schedules (attention.h), for the benchmarks only. */
-    if (variant != 0 && (c.requested != IMPL_FLASH_WGMMA || variant < 0 ||
-                         variant >= GP_ATTN_WGMMA_VARIANTS)) {
+    /* _variant: one of flash_wgmma's schedules (attention.h, GP_ATTN_WGMMA_*) in place of the
+     * one chosen per shape, for the benchmarks only. */
+    if (variant != 0 &&
+        (c.requested != IMPL_FLASH_WGMMA || variant < 0 || variant >= GP_ATTN_WGMMA_VARIANTS)) {
         PyErr_Format(PyExc_ValueError,
-                     "attention: _variant must be 0, or 1..%d with impl='flash_wgmma', got %d "
-                     "with impl='%s'",
+                     "attention: _variant must be 0, or 1..%d with impl='flash_wgmma' (1 persist, "
+                     "2 bm128, 3 persist_bm128, 4 fixed), got %d with impl='%s'",
                      GP_ATTN_WGMMA_VARIANTS - 1, variant, impl_name);
         goto done;
     }
@@ -500,25 +501,105 @@ attention_auto_impl(PyObject *module, PyObject *args)
     return PyUnicode_FromString(gp_attn_impl_name(chosen));
 }
 
-/* (impl, reason): what impl='auto' picks for contiguous, aligned arrays of this dtype and shape
- * on the current device, and why (gp_attn_auto_reason). */
+/* The SM count of the current device; -1 with an exception. */
+static int
+current_sms(void)
+{
+    int sms = 0;
+    const int device = gp_current_device();
+    if (device < 0)
+        return -1;
+    GP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+error:
+    return -1;
+}
+
+/* A flash_wgmma schedule (GP_ATTN_WGMMA_*) at this head_dim, in words. */
+static const char *
+schedule_words(int schedule, int head_dim)
+{
+    switch (schedule) {
+    case GP_ATTN_WGMMA_PERSIST:
+        return head_dim == 64 ? "192-row blocks, persistent" : "128-row blocks, persistent";
+    case GP_ATTN_WGMMA_BM128:
+        return "128-row blocks, one per query tile";
+    case GP_ATTN_WGMMA_PERSIST_BM128:
+        return "128-row blocks, persistent";
+    default:
+        return head_dim == 64 ? "192-row blocks, one per query tile"
+                              : "128-row blocks, one per query tile";
+    }
+}
+
+/* (impl, reason): what impl='auto' picks for contiguous, aligned arrays of this dtype, shape and
+ * causal on the current device, and why (gp_attn_auto_reason); where that is flash_wgmma, the
+ * reason ends with the schedule it runs for the shape (gp_attn_flash_wgmma_schedule). */
 static PyObject *
 attention_auto_choice(PyObject *module, PyObject *args)
 {
     const char *dtype_name;
-    int shape[4];
-    if (!PyArg_ParseTuple(args, "s(iiii):_attention_auto_choice", &dtype_name, &shape[0], &shape[1],
-                          &shape[2], &shape[3]))
+    int shape[4], causal = 0;
+    if (!PyArg_ParseTuple(args, "s(iiii)|p:_attention_auto_choice", &dtype_name, &shape[0],
+                          &shape[1], &shape[2], &shape[3], &causal))
         return NULL;
     gp_attn_params p;
     int chosen = IMPL_NAIVE; /* set on success; initialized for the compiler */
     int on_device;
     if (choice_params(dtype_name, shape, 1, &p) < 0 || (on_device = auto_choice(&p, &chosen)) < 0)
         return NULL;
+    p.causal = causal;
     PyObject *reason = gp_attn_auto_reason(&p, chosen, on_device);
+    if (reason != NULL && chosen == IMPL_FLASH_WGMMA) {
+        const int sms = current_sms(); /* flash_wgmma is chosen only with a device */
+        const int schedule = gp_attn_flash_wgmma_schedule(&p, sms);
+        if (sms < 0)
+            Py_CLEAR(reason);
+        else
+            Py_SETREF(reason, PyUnicode_FromFormat(
+                                  "%U; its schedule for this shape (causal=%s, %d SMs): %s (%s)",
+                                  reason, causal ? "True" : "False", sms,
+                                  gp_attn_flash_wgmma_schedule_name(schedule),
+                                  schedule_words(schedule, p.head_dim)));
+    }
     if (reason == NULL)
         return NULL;
     return Py_BuildValue("(sN)", gp_attn_impl_name(chosen), reason);
+}
+
+/* The name of the schedule flash_wgmma runs for (batch, heads, seq, head_dim) and causal on a
+ * device of `sms` SMs (None: the current device's); pure but for that query. */
+static PyObject *
+attention_wgmma_schedule(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"shape", "causal", "sms", NULL};
+    int shape[4], causal = 0;
+    PyObject *sms_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "(iiii)|pO:_attention_wgmma_schedule", kwlist,
+                                     &shape[0], &shape[1], &shape[2], &shape[3], &causal, &sms_obj))
+        return NULL;
+    gp_attn_params p;
+    int impl; /* flash_wgmma's checks, with their messages */
+    if (choice_params("bfloat16", shape, 1, &p) < 0 ||
+        gp_attn_choose_impl(IMPL_FLASH_WGMMA, &p, &impl) < 0)
+        return NULL;
+    int sms;
+    if (sms_obj == Py_None) {
+        if ((sms = current_sms()) < 0)
+            return NULL;
+    } else {
+        const long n =
+            PyLong_Check(sms_obj) && !PyBool_Check(sms_obj) ? PyLong_AsLong(sms_obj) : -1;
+        if (n < 1 || n > 1 << 20) {
+            PyErr_Clear(); /* an int past long's range: OverflowError, replaced */
+            PyErr_Format(PyExc_ValueError, "sms must be an int from 1 to 2**20, got %R", sms_obj);
+            return NULL;
+        }
+        sms = (int)n;
+    }
+    p.causal = causal;
+    return PyUnicode_FromString(
+        gp_attn_flash_wgmma_schedule_name(gp_attn_flash_wgmma_schedule(&p, sms)));
 }
 
 static PyObject *
@@ -533,14 +614,21 @@ static PyMethodDef attention_methods[] = {
     {"_attention", (PyCFunction)(void (*)(void))attention, METH_VARARGS | METH_KEYWORDS,
      "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None)\n--\n\n"
      "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations. The hidden "
-     "keyword _variant (impl='flash_wgmma' only) selects a schedule under measurement "
+     "keyword _variant (impl='flash_wgmma' only) runs one of flash_wgmma's schedules in place "
+     "of the one chosen per shape: 1 persist, 2 bm128, 3 persist_bm128, 4 fixed "
      "(kernels/attention/attention.h); benchmarks only."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
      "device (without a device: what it would pick off Hopper)."},
     {"_attention_auto_choice", attention_auto_choice, METH_VARARGS,
-     "_attention_auto_choice(dtype, (batch, heads, seq, head_dim)): (impl, reason): what 'auto' "
-     "picks for contiguous aligned arrays on the current device, and why."},
+     "_attention_auto_choice(dtype, (batch, heads, seq, head_dim), causal=False): (impl, reason): "
+     "what 'auto' picks for contiguous aligned arrays on the current device, and why (for "
+     "flash_wgmma, with the schedule it runs for the shape)."},
+    {"_attention_wgmma_schedule", (PyCFunction)(void (*)(void))attention_wgmma_schedule,
+     METH_VARARGS | METH_KEYWORDS,
+     "_attention_wgmma_schedule((batch, heads, seq, head_dim), causal=False, sms=None): the "
+     "schedule flash_wgmma runs for this shape on a device of sms SMs (None: the current "
+     "device's): 'persist', 'bm128', 'persist_bm128' or 'fixed'."},
     {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,
      "Returns the unused memory of the attention scratch pools to the driver."},
     {NULL, NULL, 0, NULL},
