@@ -501,37 +501,6 @@ attention_auto_impl(PyObject *module, PyObject *args)
     return PyUnicode_FromString(gp_attn_impl_name(chosen));
 }
 
-/* The SM count of the current device; -1 with an exception. */
-static int
-current_sms(void)
-{
-    int sms = 0;
-    const int device = gp_current_device();
-    if (device < 0)
-        return -1;
-    GP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms;
-error:
-    return -1;
-}
-
-/* A flash_wgmma schedule (GP_ATTN_WGMMA_*) at this head_dim, in words. */
-static const char *
-schedule_words(int schedule, int head_dim)
-{
-    switch (schedule) {
-    case GP_ATTN_WGMMA_PERSIST:
-        return head_dim == 64 ? "192-row blocks, persistent" : "128-row blocks, persistent";
-    case GP_ATTN_WGMMA_BM128:
-        return "128-row blocks, one per query tile";
-    case GP_ATTN_WGMMA_PERSIST_BM128:
-        return "128-row blocks, persistent";
-    default:
-        return head_dim == 64 ? "192-row blocks, one per query tile"
-                              : "128-row blocks, one per query tile";
-    }
-}
-
 /* (impl, reason): what impl='auto' picks for contiguous, aligned arrays of this dtype, shape and
  * causal on the current device, and why (gp_attn_auto_reason); where that is flash_wgmma, the
  * reason ends with the schedule it runs for the shape (gp_attn_flash_wgmma_schedule). */
@@ -550,18 +519,8 @@ attention_auto_choice(PyObject *module, PyObject *args)
         return NULL;
     p.causal = causal;
     PyObject *reason = gp_attn_auto_reason(&p, chosen, on_device);
-    if (reason != NULL && chosen == IMPL_FLASH_WGMMA) {
-        const int sms = current_sms(); /* flash_wgmma is chosen only with a device */
-        const int schedule = gp_attn_flash_wgmma_schedule(&p, sms);
-        if (sms < 0)
-            Py_CLEAR(reason);
-        else
-            Py_SETREF(reason, PyUnicode_FromFormat(
-                                  "%U; its schedule for this shape (causal=%s, %d SMs): %s (%s)",
-                                  reason, causal ? "True" : "False", sms,
-                                  gp_attn_flash_wgmma_schedule_name(schedule),
-                                  schedule_words(schedule, p.head_dim)));
-    }
+    if (reason != NULL && chosen == IMPL_FLASH_WGMMA) /* only with a device */
+        Py_SETREF(reason, gp_attn_with_wgmma_schedule(reason, &p));
     if (reason == NULL)
         return NULL;
     return Py_BuildValue("(sN)", gp_attn_impl_name(chosen), reason);
@@ -583,20 +542,16 @@ attention_wgmma_schedule(PyObject *module, PyObject *args, PyObject *kwargs)
     if (choice_params("bfloat16", shape, 1, &p) < 0 ||
         gp_attn_choose_impl(IMPL_FLASH_WGMMA, &p, &impl) < 0)
         return NULL;
-    int sms;
-    if (sms_obj == Py_None) {
-        if ((sms = current_sms()) < 0)
-            return NULL;
-    } else {
-        const long n =
-            PyLong_Check(sms_obj) && !PyBool_Check(sms_obj) ? PyLong_AsLong(sms_obj) : -1;
-        if (n < 1 || n > 1 << 20) {
-            PyErr_Clear(); /* an int past long's range: OverflowError, replaced */
-            PyErr_Format(PyExc_ValueError, "sms must be an int from 1 to 2**20, got %R", sms_obj);
-            return NULL;
-        }
-        sms = (int)n;
+    const long n = sms_obj == Py_None ? gp_attn_current_sms()
+                   : PyLong_Check(sms_obj) && !PyBool_Check(sms_obj) ? PyLong_AsLong(sms_obj)
+                                                                     : -1;
+    if (sms_obj == Py_None && n < 0)
+        return NULL;
+    if (n < 1 || n > 1 << 20) { /* an int past long's range: its OverflowError replaced */
+        PyErr_Clear();
+        return PyErr_Format(PyExc_ValueError, "sms must be an int from 1 to 2**20, got %R", sms_obj);
     }
+    const int sms = (int)n;
     p.causal = causal;
     return PyUnicode_FromString(
         gp_attn_flash_wgmma_schedule_name(gp_attn_flash_wgmma_schedule(&p, sms)));
@@ -627,8 +582,7 @@ static PyMethodDef attention_methods[] = {
     {"_attention_wgmma_schedule", (PyCFunction)(void (*)(void))attention_wgmma_schedule,
      METH_VARARGS | METH_KEYWORDS,
      "_attention_wgmma_schedule((batch, heads, seq, head_dim), causal=False, sms=None): the "
-     "schedule flash_wgmma runs for this shape on a device of sms SMs (None: the current "
-     "device's): 'persist', 'bm128', 'persist_bm128' or 'fixed'."},
+     "schedule flash_wgmma runs for this shape on sms SMs (None: the current device's)."},
     {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,
      "Returns the unused memory of the attention scratch pools to the driver."},
     {NULL, NULL, 0, NULL},
