@@ -35,10 +35,11 @@
 //       (see consume). Every tile it computes starts at or before its first row (64-row
 //       warpgroups, 128-key tiles), so as in v1 every row's running max is finite after tile 0
 //       for finite inputs; the -inf guard of softmax stays for Inf in Q or K (NOTES.md).
-//   v3  under measurement (issue 27; _variant 1-3 of _C._attention, attention.h, NOTES.md):
-//       persistent blocks (grid = SMs, each walks (query tile, head, batch) work items, two Q
-//       buffers so the next item's loads overlap this one's last tiles and O store), for both
-//       blocks above, and the 128-row overlapped block at head_dim 64 (persistent or not).
+//   v3  issue 27: persistent blocks (grid = SMs, each walks (query tile, head, batch) work
+//       items, two Q buffers so the next item's loads overlap this one's last tiles and O
+//       store), for both blocks above, and the 128-row overlapped block at head_dim 64
+//       (persistent or not). The schedule is chosen per shape (gp_attn_flash_wgmma_schedule,
+//       NOTES.md); _variant 1-4 of _C._attention force one (attention.h).
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
