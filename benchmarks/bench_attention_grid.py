@@ -6,12 +6,16 @@ shapes (issue 27 item 1: at or above cuDNN on short sequences and head_dim 64).
 
 Grid: N in {512, 1k, 2k, 4k, 8k, 16k} x head_dim {64, 128} x causal or not x fp16/bf16, with
 batch = 16384 // N and heads = 2048 // head_dim (the FlashAttention papers' shapes: 16k tokens,
-every shape fills an H100 many times over), then the one-wave cases: a few heads, so the default
-kernel's blocks number at most 132 (one per SM). --quick runs only the shapes issue 27 measured
-worst (head_dim 64, N <= 4096) and two others.
+every shape fills an H100 many times over), then the one-wave cases: a few heads, so the fixed
+192-row (128-row at head_dim 128) blocks number at most 132 (one per SM). --quick runs 14 cases
+(about a minute on an H200): the shapes where the fixed schedule was furthest behind cuDNN (issue
+27 and the 2026-11-26 grid: N <= 1024 at head_dim 64, causal or not, (1, 1, 16384, 64)), each
+edge of the per-shape rule, and the one-wave shapes.
 
 Per shape, in one process and interleaved: each gpuprofile variant (flash_wgmma with the hidden
-_variant of _C._attention: kernels/attention/attention.h), then SDPA with the CUDNN_ATTENTION and
+_variant of _C._attention, kernels/attention/attention.h: gp is the default, the schedule chosen
+per shape, named in the table's schedule column; gp_fixed the block every shape ran before; then
+the three others forced), then SDPA with the CUDNN_ATTENTION and
 FLASH_ATTENTION backends (torch.nn.attention.sdpa_kernel) on the same device memory. Everything
 is timed by gpuprofile.benchmark the same way (L2 flushed before every iteration, CUPTI kernel
 times where CUPTI is usable, else CUDA events; the median), after its output was checked against
@@ -33,19 +37,28 @@ import warnings
 import numpy as np
 
 PEAK_TFLOPS = 989.0  # H100 SXM, dense fp16/bf16 tensor cores (datasheet)
-# name: _variant of _C._attention's impl="flash_wgmma" (attention.h, GP_ATTN_WGMMA_VARIANTS)
-GP_VARIANTS = {"gp": 0, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3}
+# name: _variant of _C._attention's impl="flash_wgmma" (attention.h, GP_ATTN_WGMMA_*): gp the
+# default (the schedule per shape, _C._attention_wgmma_schedule), gp_fixed the block every shape
+# ran before the per-shape choice, the others forced.
+GP_VARIANTS = {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3}
 SDPA = {"cudnn": "CUDNN_ATTENTION", "fa2": "FLASH_ATTENTION"}
 NAMES = tuple(GP_VARIANTS) + tuple(SDPA)
 SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 # One wave: (batch, heads, seq, head_dim); the default blocks (192 rows at head_dim 64, 128 at
 # 128) number 3·43 = 129, 2·64 = 128, 1·86 = 86 and 4·32 = 128, at most an H100's 132 SMs.
 ONE_WAVE = ((1, 3, 8192, 64), (1, 2, 8192, 128), (1, 1, 16384, 64), (1, 4, 4096, 128))
-# Issue 27's worst (gp/cuDNN 0.79, 0.87, 0.96) and short ones: (shape, dtype, causal).
+# (shape, dtype, causal): issue 27's worst (fixed/cuDNN 0.79, 0.87, 0.96 then); the 2026-11-26
+# grid's worst for the fixed schedule (0.70 causal and 0.74 at N = 512, 0.73 causal at 1024,
+# 0.68 at (1, 1, 16384, 64), 0.74 at N = 512, head_dim 128); the rule's edges (causal 4096 back
+# to fixed, head_dim 128 at 1024); the one-wave shapes (1, 3, 8192, 64) causal, where bm128 led
+# (1.14 against 0.94) and the rule keeps fixed, and (1, 2, 8192, 128).
 QUICK = (((16, 12, 1024, 64), "bfloat16", False), ((8, 16, 2048, 64), "bfloat16", False),
          ((4, 16, 4096, 64), "float16", False), ((32, 32, 512, 64), "bfloat16", False),
-         ((16, 32, 1024, 64), "bfloat16", True), ((16, 16, 1024, 128), "bfloat16", False),
-         ((1, 3, 8192, 64), "bfloat16", False), ((1, 2, 8192, 128), "bfloat16", True))
+         ((32, 32, 512, 64), "bfloat16", True), ((16, 32, 1024, 64), "bfloat16", True),
+         ((4, 32, 4096, 64), "bfloat16", True), ((32, 16, 512, 128), "bfloat16", False),
+         ((16, 16, 1024, 128), "bfloat16", False), ((1, 1, 16384, 64), "bfloat16", False),
+         ((1, 1, 16384, 64), "bfloat16", True), ((1, 3, 8192, 64), "bfloat16", False),
+         ((1, 3, 8192, 64), "bfloat16", True), ((1, 2, 8192, 128), "bfloat16", True))
 CHECK_ROWS = 512  # rows checked per slice beyond FULL_CHECK
 FULL_CHECK = 4096
 
@@ -98,8 +111,9 @@ def parse_args(argv=None):
 
 # ---- the table (pure) ----------------------------------------------------------------------------
 
-COLUMNS = ["shape (B,H,N,D)", "dtype", "causal", "impl", "ms", "TFLOP/s", "% of 989", "/cuDNN",
-           "SM MHz"]
+COLUMNS = ["shape (B,H,N,D)", "dtype", "causal", "impl", "schedule", "ms", "TFLOP/s", "% of 989",
+           "/cuDNN", "SM MHz"]
+SCHEDULES = {v: k[3:] for k, v in GP_VARIANTS.items() if v}  # forced _variant -> schedule name
 
 
 def add_ratios(rows):
@@ -115,7 +129,7 @@ def table_rows(rows):
     out = []
     for r in rows:
         head = [",".join(map(str, r["shape"])), "fp16" if r["dtype"] == "float16" else "bf16",
-                "yes" if r["causal"] else "no", r["impl"]]
+                "yes" if r["causal"] else "no", r["impl"], r.get("schedule")]
         if r.get("status") != "ok":
             out.append(head + [r.get("status", "")[:40], None, None, None, None])
             continue
@@ -220,6 +234,17 @@ def make_call(impl, case, causal):
     return lambda: F.scaled_dot_product_attention(*case.torch, is_causal=causal)
 
 
+def schedule_of(impl, shape, causal):
+    """The flash_wgmma schedule a gp variant runs (gp: the one chosen for the shape on this
+    device); None for SDPA."""
+    from gpuprofile import _C
+
+    if impl not in GP_VARIANTS:
+        return None
+    variant = GP_VARIANTS[impl]
+    return SCHEDULES[variant] if variant else _C._attention_wgmma_schedule(tuple(shape), causal)
+
+
 def backend(impl):
     import contextlib
 
@@ -253,7 +278,8 @@ def run_one(impl, case, causal, max_time):
     import gpuprofile as gp
 
     row = {"case": (case.shape, case.dtype, causal), "impl": impl, "shape": list(case.shape),
-           "dtype": case.dtype, "causal": causal, "flops": flops(case.shape, causal)}
+           "dtype": case.dtype, "causal": causal, "flops": flops(case.shape, causal),
+           "schedule": schedule_of(impl, case.shape, causal)}
     if impl in SDPA and case.torch is None:
         return {**row, "status": "skipped: no torch with CUDA"}
     try:

@@ -420,12 +420,13 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);
-    /* _variant: flash_wgmma's experimental schedules (attention.h), for the benchmarks only. */
-    if (variant != 0 && (c.requested != IMPL_FLASH_WGMMA || variant < 0 ||
-                         variant >= GP_ATTN_WGMMA_VARIANTS)) {
+    /* _variant: one of flash_wgmma's schedules (attention.h, GP_ATTN_WGMMA_*) in place of the
+     * one chosen per shape, for the benchmarks only. */
+    if (variant != 0 &&
+        (c.requested != IMPL_FLASH_WGMMA || variant < 0 || variant >= GP_ATTN_WGMMA_VARIANTS)) {
         PyErr_Format(PyExc_ValueError,
-                     "attention: _variant must be 0, or 1..%d with impl='flash_wgmma', got %d "
-                     "with impl='%s'",
+                     "attention: _variant must be 0, or 1..%d with impl='flash_wgmma' (1 persist, "
+                     "2 bm128, 3 persist_bm128, 4 fixed), got %d with impl='%s'",
                      GP_ATTN_WGMMA_VARIANTS - 1, variant, impl_name);
         goto done;
     }
@@ -500,25 +501,60 @@ attention_auto_impl(PyObject *module, PyObject *args)
     return PyUnicode_FromString(gp_attn_impl_name(chosen));
 }
 
-/* (impl, reason): what impl='auto' picks for contiguous, aligned arrays of this dtype and shape
- * on the current device, and why (gp_attn_auto_reason). */
+/* (impl, reason): what impl='auto' picks for contiguous, aligned arrays of this dtype, shape and
+ * causal on the current device, and why (gp_attn_auto_reason); where that is flash_wgmma, the
+ * reason ends with the schedule it runs for the shape (gp_attn_flash_wgmma_schedule). */
 static PyObject *
 attention_auto_choice(PyObject *module, PyObject *args)
 {
     const char *dtype_name;
-    int shape[4];
-    if (!PyArg_ParseTuple(args, "s(iiii):_attention_auto_choice", &dtype_name, &shape[0], &shape[1],
-                          &shape[2], &shape[3]))
+    int shape[4], causal = 0;
+    if (!PyArg_ParseTuple(args, "s(iiii)|p:_attention_auto_choice", &dtype_name, &shape[0],
+                          &shape[1], &shape[2], &shape[3], &causal))
         return NULL;
     gp_attn_params p;
     int chosen = IMPL_NAIVE; /* set on success; initialized for the compiler */
     int on_device;
     if (choice_params(dtype_name, shape, 1, &p) < 0 || (on_device = auto_choice(&p, &chosen)) < 0)
         return NULL;
+    p.causal = causal;
     PyObject *reason = gp_attn_auto_reason(&p, chosen, on_device);
+    if (reason != NULL && chosen == IMPL_FLASH_WGMMA) /* only with a device */
+        Py_SETREF(reason, gp_attn_with_wgmma_schedule(reason, &p));
     if (reason == NULL)
         return NULL;
     return Py_BuildValue("(sN)", gp_attn_impl_name(chosen), reason);
+}
+
+/* The name of the schedule flash_wgmma runs for (batch, heads, seq, head_dim) and causal on a
+ * device of `sms` SMs (None: the current device's); pure but for that query. */
+static PyObject *
+attention_wgmma_schedule(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"shape", "causal", "sms", NULL};
+    int shape[4], causal = 0;
+    PyObject *sms_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "(iiii)|pO:_attention_wgmma_schedule", kwlist,
+                                     &shape[0], &shape[1], &shape[2], &shape[3], &causal, &sms_obj))
+        return NULL;
+    gp_attn_params p;
+    int impl; /* flash_wgmma's checks, with their messages */
+    if (choice_params("bfloat16", shape, 1, &p) < 0 ||
+        gp_attn_choose_impl(IMPL_FLASH_WGMMA, &p, &impl) < 0)
+        return NULL;
+    const long n = sms_obj == Py_None ? gp_attn_current_sms()
+                   : PyLong_Check(sms_obj) && !PyBool_Check(sms_obj) ? PyLong_AsLong(sms_obj)
+                                                                     : -1;
+    if (sms_obj == Py_None && n < 0)
+        return NULL;
+    if (n < 1 || n > 1 << 20) { /* an int past long's range: its OverflowError replaced */
+        PyErr_Clear();
+        return PyErr_Format(PyExc_ValueError, "sms must be an int from 1 to 2**20, got %R", sms_obj);
+    }
+    const int sms = (int)n;
+    p.causal = causal;
+    return PyUnicode_FromString(
+        gp_attn_flash_wgmma_schedule_name(gp_attn_flash_wgmma_schedule(&p, sms)));
 }
 
 static PyObject *
@@ -533,14 +569,20 @@ static PyMethodDef attention_methods[] = {
     {"_attention", (PyCFunction)(void (*)(void))attention, METH_VARARGS | METH_KEYWORDS,
      "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None)\n--\n\n"
      "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations. The hidden "
-     "keyword _variant (impl='flash_wgmma' only) selects a schedule under measurement "
+     "keyword _variant (impl='flash_wgmma' only) runs one of flash_wgmma's schedules in place "
+     "of the one chosen per shape: 1 persist, 2 bm128, 3 persist_bm128, 4 fixed "
      "(kernels/attention/attention.h); benchmarks only."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
      "device (without a device: what it would pick off Hopper)."},
     {"_attention_auto_choice", attention_auto_choice, METH_VARARGS,
-     "_attention_auto_choice(dtype, (batch, heads, seq, head_dim)): (impl, reason): what 'auto' "
-     "picks for contiguous aligned arrays on the current device, and why."},
+     "_attention_auto_choice(dtype, (batch, heads, seq, head_dim), causal=False): (impl, reason): "
+     "what 'auto' picks for contiguous aligned arrays on the current device, and why (for "
+     "flash_wgmma, with the schedule it runs for the shape)."},
+    {"_attention_wgmma_schedule", (PyCFunction)(void (*)(void))attention_wgmma_schedule,
+     METH_VARARGS | METH_KEYWORDS,
+     "_attention_wgmma_schedule((batch, heads, seq, head_dim), causal=False, sms=None): the "
+     "schedule flash_wgmma runs for this shape on sms SMs (None: the current device's)."},
     {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,
      "Returns the unused memory of the attention scratch pools to the driver."},
     {NULL, NULL, 0, NULL},

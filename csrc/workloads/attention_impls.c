@@ -1,5 +1,7 @@
 /* The attention implementations (attention_impls.h): the table, its names, "auto". */
 #include "attention_impls.h"
+#include "core/errors.h"
+#include "core/events.h"
 #include "core/util.h"
 
 #include <string.h>
@@ -197,6 +199,50 @@ gp_attn_auto_reason(const gp_attn_params *p, int chosen, int on_device)
                                            reason, gp_attn_impls[chosen].name,
                                            on_device ? "on this device" : "without a device"));
     return reason;
+}
+
+/* The SM count of the current device; -1 with an exception. */
+int
+gp_attn_current_sms(void)
+{
+    int sms = 0;
+    const int device = gp_current_device();
+    if (device < 0)
+        return -1;
+    GP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+error:
+    return -1;
+}
+
+/* A flash_wgmma schedule (GP_ATTN_WGMMA_*) at this head_dim, in words. */
+static const char *
+schedule_words(int schedule, int head_dim)
+{
+    switch (schedule) {
+    case GP_ATTN_WGMMA_PERSIST:
+        return head_dim == 64 ? "192-row blocks, persistent" : "128-row blocks, persistent";
+    case GP_ATTN_WGMMA_BM128:
+        return "128-row blocks, one per query tile";
+    case GP_ATTN_WGMMA_PERSIST_BM128:
+        return "128-row blocks, persistent";
+    default:
+        return head_dim == 64 ? "192-row blocks, one per query tile"
+                              : "128-row blocks, one per query tile";
+    }
+}
+
+PyObject *
+gp_attn_with_wgmma_schedule(PyObject *reason, const gp_attn_params *p)
+{
+    const int sms = gp_attn_current_sms();
+    if (sms < 0)
+        return NULL;
+    const int schedule = gp_attn_flash_wgmma_schedule(p, sms);
+    return PyUnicode_FromFormat("%U; its schedule for this shape (causal=%s, %d SMs): %s (%s)",
+                                reason, p->causal ? "True" : "False", sms,
+                                gp_attn_flash_wgmma_schedule_name(schedule),
+                                schedule_words(schedule, p->head_dim));
 }
 
 PyObject *

@@ -41,6 +41,12 @@ void gp_attn_prefer_wgmma(int requested, const gp_attn_params *p, int *impl);
 /* Why auto takes `chosen` for these arguments (the entries passed over and why, from the table
  * and the checks' messages); on_device: whether the current device was asked. New reference. */
 PyObject *gp_attn_auto_reason(const gp_attn_params *p, int chosen, int on_device);
+/* The current device's SM count; -1 with an exception. */
+int gp_attn_current_sms(void);
+/* reason + "; its schedule for this shape (causal=..., N SMs): name (words)": the flash_wgmma
+ * schedule that p's shape runs on the current device (gp_attn_flash_wgmma_schedule). New
+ * reference, NULL with an exception. */
+PyObject *gp_attn_with_wgmma_schedule(PyObject *reason, const gp_attn_params *p);
 /* The table as a tuple of dicts (name, takes, devices, workspace, tensor_cores); new reference. */
 PyObject *gp_attn_impls_as_python(void);
 

@@ -167,8 +167,9 @@ def _at(amount, peak, share):
 
 def plan_sweep(machine: Machine, auto_choice, *, dtype="bfloat16", head_dim=64, causal=False,
                batch=None, heads=None, max_time=1.0, seqs=None, impls=None) -> Plan:
-    """The sweep for this machine. auto_choice(dtype, shape) -> (impl, reason) is what
-    impl="auto" picks (gpuprofile._C._attention_auto_choice on a real machine). seqs or impls
+    """The sweep for this machine. auto_choice(dtype, shape, causal) -> (impl, reason) is what
+    impl="auto" picks (gpuprofile._C._attention_auto_choice on a real machine; for flash_wgmma the
+    reason ends with the schedule it runs for the shape: kernels/attention/NOTES.md). seqs or impls
     None: this machine's defaults for it, and each case is checked for memory and time; both
     given: every case runs as named."""
     if machine.name is None:
@@ -178,7 +179,7 @@ def plan_sweep(machine: Machine, auto_choice, *, dtype="bfloat16", head_dim=64, 
     for n in chosen_seqs:
         plan.shapes[n] = shape_for(n, head_dim, batch, heads)
         try:
-            plan.auto[n] = auto_choice(dtype, plan.shapes[n])
+            plan.auto[n] = auto_choice(dtype, plan.shapes[n], causal)
         except ValueError as e:  # no implementation takes it: each case will say why
             plan.auto[n] = ("none", str(e))
     plan.impls = list(impls) if impls else default_impls(machine, [a for a, _ in plan.auto.values()])
@@ -221,7 +222,8 @@ def _estimate(plan, dtype, causal, max_time):
 
 def plan_here(args, torch) -> Plan:
     """The plan on this machine (device 0) for parsed sweep options: its properties from
-    gpuprofile.device_info, impl="auto"'s choice from the C table (_attention_auto_choice)."""
+    gpuprofile.device_info, impl="auto"'s choice from the C table (_attention_auto_choice), with
+    flash_wgmma's schedule per shape."""
     from .. import _C
     from ..device import device_count, device_info
 

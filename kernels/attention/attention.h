@@ -41,16 +41,26 @@ typedef struct {
     float scale; /* > 0: scores are scale * q·k */
     int causal;  /* key j is visible to query i when j <= i */
     gp_attn_dtype dtype;
-    /* Experimental schedules under measurement (issue 27); 0, the default, everywhere else.
-     * Only flash_wgmma reads it (GP_ATTN_WGMMA_VARIANTS); the others take 0 only. */
+    /* flash_wgmma's schedule (GP_ATTN_WGMMA_*): 0, per shape, everywhere but the benchmarks.
+     * Only flash_wgmma reads it; the others take 0 only. */
     int variant;
 } gp_attn_params;
 
-/* flash_wgmma's variants: 0 the default block per head_dim; 1 the same block persistent (one
- * block per SM walks (query tile, head, batch) work items); 2 a 128-row block with two
- * overlapped consumers at every head_dim (head_dim 128: the default); 3 the 128-row block,
- * persistent. */
-#define GP_ATTN_WGMMA_VARIANTS 4
+/* flash_wgmma's schedules, chosen by gp_attn_params.variant (the hidden _variant of
+ * _C._attention, for the benchmarks): 0 per shape, what every other caller runs
+ * (gp_attn_flash_wgmma_schedule picks one of the others); 1 persist: the fixed block persistent
+ * (one block per SM walks (query tile, head, batch) work items); 2 bm128: a 128-row block with
+ * two overlapped consumers at every head_dim (head_dim 128: the fixed block); 3 persist_bm128:
+ * the 128-row block, persistent; 4 fixed: the block per head_dim that every shape ran before
+ * issue 27 (192 rows at head_dim 64, 128 at 128), one block per query tile. */
+enum {
+    GP_ATTN_WGMMA_PER_SHAPE = 0,
+    GP_ATTN_WGMMA_PERSIST = 1,
+    GP_ATTN_WGMMA_BM128 = 2,
+    GP_ATTN_WGMMA_PERSIST_BM128 = 3,
+    GP_ATTN_WGMMA_FIXED = 4
+};
+#define GP_ATTN_WGMMA_VARIANTS 5
 
 /* Nonzero when every row of every tensor starts on a 16-byte boundary (cp.async, vector I/O). */
 static inline int
@@ -93,6 +103,12 @@ cudaError_t gp_attn_flash_tc(const gp_attn_params *p, cudaStream_t stream);
 int gp_attn_flash_wgmma_supports(const gp_attn_params *p);
 int gp_attn_flash_wgmma_runnable(void);
 cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream);
+/* The schedule (GP_ATTN_WGMMA_*, never PER_SHAPE) that variant 0 runs for p's shape and causal
+ * on a device of `sms` SMs; pure, no device needed (the rule and its measurements: the
+ * definition, kernels/attention/NOTES.md). _schedule_name: "persist", "bm128", "persist_bm128",
+ * "fixed" (0: "per_shape"; out of range: "unknown"). */
+int gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms);
+const char *gp_attn_flash_wgmma_schedule_name(int schedule);
 
 #ifdef __cplusplus
 }

@@ -35,10 +35,11 @@
 //       (see consume). Every tile it computes starts at or before its first row (64-row
 //       warpgroups, 128-key tiles), so as in v1 every row's running max is finite after tile 0
 //       for finite inputs; the -inf guard of softmax stays for Inf in Q or K (NOTES.md).
-//   v3  under measurement (issue 27; _variant 1-3 of _C._attention, attention.h, NOTES.md):
-//       persistent blocks (grid = SMs, each walks (query tile, head, batch) work items, two Q
-//       buffers so the next item's loads overlap this one's last tiles and O store), for both
-//       blocks above, and the 128-row overlapped block at head_dim 64 (persistent or not).
+//   v3  issue 27: persistent blocks (grid = SMs, each walks (query tile, head, batch) work
+//       items, two Q buffers so the next item's loads overlap this one's last tiles and O
+//       store), for both blocks above, and the 128-row overlapped block at head_dim 64
+//       (persistent or not). The schedule is chosen per shape (gp_attn_flash_wgmma_schedule,
+//       NOTES.md); _variant 1-4 of _C._attention force one (attention.h).
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
@@ -748,33 +749,41 @@ launch_persistent(const gp_attn_params &p, cudaStream_t stream)
 
 template <typename T>
 cudaError_t
-launch_dtype(const gp_attn_params &p, cudaStream_t stream)
+launch_dtype(const gp_attn_params &p, int schedule, cudaStream_t stream)
 {
-    // Variants under measurement (attention.h, GP_ATTN_WGMMA_VARIANTS): 1 the default block
-    // persistent, 2 the 128-row overlapped block (head_dim 64: flash_wgmma_v4 of git history),
-    // 3 that block persistent.
-    switch (p.variant) {
-    case 1:
+    // The schedules (attention.h, GP_ATTN_WGMMA_*): persist the fixed block persistent, bm128
+    // the 128-row overlapped block (head_dim 64: flash_wgmma_v4 of git history), persist_bm128
+    // that block persistent.
+    switch (schedule) {
+    case GP_ATTN_WGMMA_PERSIST:
         if (p.head_dim == 64)
             return launch_persistent<T, 64, 3, Schedule::sequential>(p, stream);
         return launch_persistent<T, 128, 2, Schedule::overlapped>(p, stream);
-    case 2:
+    case GP_ATTN_WGMMA_BM128:
         if (p.head_dim == 64)
             return launch<T, 64, 2, Schedule::overlapped>(p, stream);
         return launch<T, 128, 2, Schedule::overlapped>(p, stream);
-    case 3:
+    case GP_ATTN_WGMMA_PERSIST_BM128:
         if (p.head_dim == 64)
             return launch_persistent<T, 64, 2, Schedule::overlapped>(p, stream);
         return launch_persistent<T, 128, 2, Schedule::overlapped>(p, stream);
     default:
         break;
     }
-    // The fastest block on an H100 at each head_dim (docs/benchmarks.md, "flash_wgmma"): 192 rows
-    // in sequence at 64, 128 rows overlapped at 128 (a 192-row block does not fit O's registers
-    // at 128: a consumer gets 160).
+    // fixed: the fastest block on an H100 at each head_dim over the long-sequence sweep
+    // (docs/benchmarks.md, "flash_wgmma"): 192 rows in sequence at 64, 128 rows overlapped at 128
+    // (a 192-row block does not fit O's registers at 128: a consumer gets 160).
     if (p.head_dim == 64)
         return launch<T, 64, 3, Schedule::sequential>(p, stream);
     return launch<T, 128, 2, Schedule::overlapped>(p, stream);
+}
+
+// Blocks over the SM slots of the waves they take: 1 when the last wave is full.
+double
+wave_efficiency(int64_t blocks, int sms)
+{
+    const int64_t waves = (blocks + sms - 1) / sms;
+    return (double)blocks / (double)(waves * sms);
 }
 
 } // namespace
@@ -801,12 +810,65 @@ gp_attn_flash_wgmma_runnable(void)
     return gp_attn::runnable_on_current_device() ? 1 : 0;
 }
 
+// The schedule of _variant 0 (what impl="auto" and impl="flash_wgmma" run), per shape, from
+// issue 27's grid on an H200 (kernels/attention/NOTES.md, "Schedule per shape": every ratio to
+// cuDNN behind these thresholds). head_dim 64:
+//   N <= 1024: persistent; with few key tiles per block its start (the Q load) and end (the O
+//     store) weigh, and a persistent block overlaps them with its next item (non-causal 0.74-0.82
+//     of cuDNN fixed, 0.88-0.90 persist); causal with 128-row blocks (0.70-0.73 fixed, 0.84 and
+//     0.81 persist, 0.88 and 0.87 persist_bm128);
+//   N <= 4096: persist (0.96-0.97 against 0.87-0.91 at 2048, 0.93-0.94 against 0.92 at 4096
+//     non-causal), except causal above 2048, where fixed stays ahead (0.90 against 0.88-0.89);
+//   longer: fixed (0.95-1.01, the best), unless its 192-row blocks fill the SMs' last wave
+//     clearly worse (by more than kWaveGain) than 128-row blocks would: then bm128. (1, 1, 16384)
+//     is 86 blocks against 128 on 132 SMs (0.65 against 0.97 of the slots: bm128 0.83-0.84 of
+//     cuDNN against fixed 0.68-0.69); (1, 3, 8192) is 129 against 192 (0.98 against 0.73:
+//     fixed 1.30 non-causal against bm128 0.84).
+// head_dim 128: persist for non-causal N <= 512 (0.84 against 0.74-0.75), else fixed (the
+// 128-row block, as fast as or faster than every other there). sms: the device's SM count.
+extern "C" int
+gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
+{
+    constexpr double kWaveGain = 0.15;
+    const int n = p->seq;
+    if (p->head_dim != 64)
+        return n <= 512 && !p->causal ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
+    if (n <= 1024)
+        return p->causal ? GP_ATTN_WGMMA_PERSIST_BM128 : GP_ATTN_WGMMA_PERSIST;
+    if (n <= 2048 || (n <= 4096 && !p->causal))
+        return GP_ATTN_WGMMA_PERSIST;
+    const int64_t heads = (int64_t)p->batch * p->heads;
+    if (sms > 0 && gp_attn::wave_efficiency((n + 127) / 128 * heads, sms) -
+                           gp_attn::wave_efficiency((n + 191) / 192 * heads, sms) >
+                       kWaveGain)
+        return GP_ATTN_WGMMA_BM128;
+    return GP_ATTN_WGMMA_FIXED;
+}
+
+extern "C" const char *
+gp_attn_flash_wgmma_schedule_name(int schedule)
+{
+    static const char *const names[GP_ATTN_WGMMA_VARIANTS] = {"per_shape", "persist", "bm128",
+                                                              "persist_bm128", "fixed"};
+    return schedule >= 0 && schedule < GP_ATTN_WGMMA_VARIANTS ? names[schedule] : "unknown";
+}
+
 extern "C" cudaError_t
 gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream)
 {
     if (!gp_attn_flash_wgmma_supports(p) || p->variant < 0 || p->variant >= GP_ATTN_WGMMA_VARIANTS)
         return cudaErrorNotSupported;
+    int schedule = p->variant;
+    if (schedule == GP_ATTN_WGMMA_PER_SHAPE) {
+        int device, sms;
+        cudaError_t err = cudaGetDevice(&device);
+        if (err == cudaSuccess)
+            err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+        if (err != cudaSuccess)
+            return err;
+        schedule = gp_attn_flash_wgmma_schedule(p, sms);
+    }
     if (p->dtype == GP_ATTN_F16)
-        return gp_attn::launch_dtype<__half>(*p, stream);
-    return gp_attn::launch_dtype<__nv_bfloat16>(*p, stream);
+        return gp_attn::launch_dtype<__half>(*p, schedule, stream);
+    return gp_attn::launch_dtype<__nv_bfloat16>(*p, schedule, stream);
 }

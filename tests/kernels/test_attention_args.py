@@ -173,12 +173,13 @@ def test_the_implementations_are_one_table():
         _C._attention(host(), host(), host(), host(), variant=1)
 
 
-@pytest.mark.parametrize("impl, variant", [("flash_wgmma", 4), ("flash_wgmma", -1),
-                                           ("flash_tc", 1), ("auto", 1)])
+@pytest.mark.parametrize("impl, variant", [("flash_wgmma", 5), ("flash_wgmma", -1),
+                                           ("flash_tc", 1), ("auto", 4)])
 def test_hidden_variant_is_checked_before_any_device_work(impl, variant):
-    """_variant (issue 27's flash_wgmma schedules under measurement, benchmarks only) is 0, or
-    1..3 with impl='flash_wgmma'; anything else is refused without a device."""
-    with pytest.raises(ValueError, match=r"_variant must be 0, or 1\.\.3 with impl='flash_wgmma', "
+    """_variant (flash_wgmma's schedules in place of the per-shape choice, benchmarks only) is 0,
+    or 1..4 with impl='flash_wgmma'; anything else is refused without a device."""
+    with pytest.raises(ValueError, match=r"_variant must be 0, or 1\.\.4 with impl='flash_wgmma' "
+                       r"\(1 persist, 2 bm128, 3 persist_bm128, 4 fixed\), "
                        f"got {variant} with impl='{impl}'"):
         _C._attention(host(), host(), host(), host(), impl=impl, _variant=variant)
 

@@ -25,7 +25,7 @@ no_device = pytest.mark.skipif(gp.device_count() > 0, reason="checks the choice 
 
 
 def picks(impl):
-    return lambda dtype, shape: (impl, f"{impl} because {dtype} {shape}")
+    return lambda dtype, shape, causal=False: (impl, f"{impl} because {dtype} {shape}")
 
 
 def test_hopper_runs_flash_wgmma_to_16k_against_sdpa():
@@ -110,7 +110,7 @@ def test_call_seconds_by_kind():
 
 
 def test_an_impossible_head_dim_is_said_not_raised():
-    def refuse(dtype, shape):
+    def refuse(dtype, shape, causal):
         raise ValueError("attention: head_dim 512 is not supported")
 
     plan = ap.plan_sweep(A100, refuse, head_dim=512)
@@ -119,15 +119,41 @@ def test_an_impossible_head_dim_is_said_not_raised():
 
 
 def test_describe_groups_the_shapes_of_one_reason():
-    plan = ap.plan_sweep(H100, lambda dtype, shape: ("flash_wgmma", "first that runs here"),
+    plan = ap.plan_sweep(H100, lambda dtype, shape, causal: ("flash_wgmma", "first that runs"),
                          seqs=[512, 16384], impls=["flash_wgmma"])
     text = plan.describe("bfloat16")
     assert text.splitlines()[:3] == [
         'gpuprofile attention: on NVIDIA H100 80GB HBM3 (compute capability 9.0), impl="auto" '
         "picks, for bfloat16:",
         "  flash_wgmma for B=32 H=32 N=512 D=64, B=1 H=32 N=16384 D=64",
-        "    because first that runs here"]
+        "    because first that runs"]
     assert "2 cases (flash_wgmma at seq 512, 16384), about" in text and "4·B·H·N²·D" in text
+
+
+def test_the_plan_asks_for_each_shape_with_its_causal():
+    """flash_wgmma's schedule depends on causal, so the choice (and its reason) is asked with it;
+    shapes of one schedule share a line of the description."""
+    asked = []
+
+    def choice(dtype, shape, causal):
+        asked.append((shape[2], causal))
+        schedule = "persist" if shape[2] <= 4096 else "fixed"
+        return ("flash_wgmma", f"first that runs; its schedule for this shape: {schedule}")
+
+    plan = ap.plan_sweep(H100, choice, causal=True, seqs=[512, 4096, 8192], impls=["flash_wgmma"])
+    assert asked == [(512, True), (4096, True), (8192, True)]
+    assert plan.auto_lines() == [
+        "  flash_wgmma for B=32 H=32 N=512 D=64, B=4 H=32 N=4096 D=64",
+        "    because first that runs; its schedule for this shape: persist",
+        "  flash_wgmma for B=2 H=32 N=8192 D=64",
+        "    because first that runs; its schedule for this shape: fixed"]
+
+
+@no_device
+def test_the_c_table_says_why_without_a_device_with_causal_too():
+    """Without a device flash_wgmma is not chosen, so no schedule is named."""
+    assert _C._attention_auto_choice("bfloat16", (1, 32, 16384, 64), True) == \
+        _C._attention_auto_choice("bfloat16", (1, 32, 16384, 64))
 
 
 @no_device

@@ -113,9 +113,11 @@ def test_nan_and_inf_propagate_like_the_reference(causal, where):
     assert ref.max_error(got[finite], want[finite]) <= tol
 
 
-# Issue 27's schedules under measurement (_C._attention's hidden _variant, attention.h): 0 the
-# default, 1 the default block persistent, 2 the 128-row overlapped block, 3 that one persistent.
-VARIANTS = [0, 1, 2, 3]
+# flash_wgmma's schedules (_C._attention's hidden _variant, attention.h): 0 per shape (the
+# default), 1 persist (the fixed block persistent), 2 bm128 (the 128-row overlapped block),
+# 3 persist_bm128, 4 fixed (the block every shape ran before issue 27).
+VARIANTS = [0, 1, 2, 3, 4]
+SCHEDULES = {"persist": 1, "bm128": 2, "persist_bm128": 3, "fixed": 4}
 
 
 def run_variant(q, k, v, dtype, variant, causal=False, scale=None):
@@ -167,6 +169,34 @@ def test_variant_strided_inputs_and_output(variant):
     (q, k, v), views, out_mem, out = bnhd_case(2, 200, 3, 64)
     _C._attention(*views, out, impl="flash_wgmma", causal=True, _variant=variant)
     check(out_mem.numpy().transpose(0, 2, 1, 3), q, k, v, "float16", True)
+
+
+@hopper
+@pytest.mark.parametrize("shape, causal", [
+    ((2, 3, 385, 64), False), ((2, 3, 385, 64), True), ((1, 2, 3000, 64), True),
+    ((1, 1, 5000, 64), False), ((1, 1, 16384, 64), True), ((2, 3, 385, 128), False),
+    ((2, 3, 385, 128), True)])
+def test_the_default_runs_the_schedule_chosen_for_the_shape(shape, causal):
+    """_variant 0 (impl='flash_wgmma' and 'auto') runs the schedule that
+    _C._attention_wgmma_schedule names for the shape on this device: bit for bit the output of
+    that schedule forced; auto's reason names it."""
+    q, k, v = inputs(shape, "bfloat16")
+    name = _C._attention_wgmma_schedule(shape, causal)
+    got = run_variant(q, k, v, "bfloat16", 0, causal)
+    np.testing.assert_array_equal(got, run_variant(q, k, v, "bfloat16", SCHEDULES[name], causal))
+    impl, why = _C._attention_auto_choice("bfloat16", shape, causal)
+    assert impl == "flash_wgmma" and f"its schedule for this shape (causal={causal}, " in why
+    assert why.split("SMs): ")[1].startswith(name + " (")
+    if shape[2] <= 4097:
+        check(got, q, k, v, "bfloat16", causal)
+
+
+def test_the_device_sm_count_gives_the_grid_choices():
+    """The device's SM count gives the same choice as the CPU tests' 132 where it has 132."""
+    if gp.device_count() == 0 or gp.device_info(0).sm_count != 132:
+        pytest.skip("needs a 132-SM device")
+    assert _C._attention_wgmma_schedule((1, 1, 16384, 64), False) == "bm128"
+    assert _C._attention_wgmma_schedule((1, 3, 8192, 64), False) == "fixed"
 
 
 @pytest.mark.skipif(_hopper(), reason="the refusal is for devices other than compute capability 9.0")

@@ -29,7 +29,12 @@ def test_flops_halved_when_causal():
 
 def test_variants_by_name():
     assert grid.parse_variants("gp, cudnn") == ["gp", "cudnn"]
-    assert grid.GP_VARIANTS == {"gp": 0, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3}
+    assert grid.GP_VARIANTS == {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2,
+                                "gp_persist_bm128": 3}
+    # the default list: the per-shape choice, the old fixed block, the other three, the peers
+    assert grid.NAMES == ("gp", "gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128", "cudnn",
+                          "fa2")
+    assert grid.parse_args([]).variants == list(grid.NAMES)
     with pytest.raises(ValueError, match=r"unknown \['gp_v9'\]"):
         grid.parse_variants("gp,gp_v9")
     with pytest.raises(SystemExit):
@@ -49,11 +54,36 @@ def test_ratio_table_and_summary():
                             row("gp", 300.0, other), row("cudnn", 0, other, status="failed: x")])
     assert [r["vs_cudnn"] for r in rows] == [400 / 460, 480 / 460, 1.0, None, None]
     table = grid.table_rows(rows)
-    assert table[0] == ["1,1,512,64", "bf16", "no", "gp", 1.0, 400.0, 100 * 400 / 989, 400 / 460,
-                        "1755-1980"]
-    assert table[4][:5] == ["1,1,1024,128", "fp16", "yes", "cudnn", "failed: x"]
+    assert table[0] == ["1,1,512,64", "bf16", "no", "gp", None, 1.0, 400.0, 100 * 400 / 989,
+                        400 / 460, "1755-1980"]
+    assert table[4][:6] == ["1,1,1024,128", "fp16", "yes", "cudnn", None, "failed: x"]
+    assert all(len(t) == len(grid.COLUMNS) for t in table)
     assert grid.summary(rows) == ["gp: >= cuDNN on 0/1 cases, worst 0.870, median 0.870",
                                   "gp_persist: >= cuDNN on 1/1 cases, worst 1.043, median 1.043"]
+
+
+def test_the_schedule_of_each_variant():
+    assert grid.schedule_of("cudnn", (1, 1, 512, 64), False) is None
+    assert [grid.schedule_of(v, (1, 1, 512, 64), False) for v in
+            ("gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128")] == \
+        ["fixed", "persist", "bm128", "persist_bm128"]
+    rows = grid.add_ratios([{**row("gp", 400.0), "schedule": "persist"}, row("cudnn", 460.0)])
+    assert grid.table_rows(rows)[0][4] == "persist"
+
+
+def test_quick_holds_the_worst_shapes_and_the_rule_s_edges():
+    """The fixed schedule's worst ratios to cuDNN in the 2026-11-26 grid (H200) and a case of
+    every schedule the rule picks (on 132 SMs)."""
+    from gpuprofile import _C
+
+    quick = grid.grid_cases(quick=True)
+    for case in [((32, 32, 512, 64), "bfloat16", True), ((32, 32, 512, 64), "bfloat16", False),
+                 ((16, 32, 1024, 64), "bfloat16", True), ((1, 1, 16384, 64), "bfloat16", False),
+                 ((32, 16, 512, 128), "bfloat16", False), ((1, 3, 8192, 64), "bfloat16", True)]:
+        assert case in quick
+    picked = {_C._attention_wgmma_schedule(shape, causal, sms=132) for shape, _, causal in quick}
+    assert picked == {"persist", "persist_bm128", "bm128", "fixed"}
+    assert len(quick) <= 14  # with 7 implementations, about a minute on an H200
 
 
 def test_checked_rows():
