@@ -46,7 +46,12 @@ EDGES_MS = 0.006  # events read 3.6-4.1 us more than the span of three attention
 def _agree(ev, cu, *what):
     """The CUPTI span matches the events within 1 %, or within the few microseconds the events add
     around the work (the start event's wait for the first kernel, the last kernel's end to the
-    end event), and never reads more than they do by over 1 %."""
+    end event), and never reads more than they do by over 1 %. The first pass of each profile is
+    left out of this comparison (not of the checks against known durations): its host work once
+    outlasted the busy kernel, and the events read the idle stream (0.533 ms on events for a
+    0.5005 ms span, then 0.5046 against 0.5005; H200)."""
+    ev, cu = ev[1:], cu[1:]
+    assert len(ev) and len(cu), (*what, "needs two passes or more")
     assert np.all(cu <= ev * 1.01), (*what, ev, cu)
     assert np.all(ev - cu <= np.maximum(0.01 * ev, EDGES_MS)), (*what, ev, cu)
 
