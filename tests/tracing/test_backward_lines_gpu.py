@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from source_lines import line_of
 
 import gpuprofile as gp
 
@@ -22,11 +23,7 @@ HERE = os.path.abspath(__file__)
 
 def at(marker):
     """'this file:line' of the line holding `marker` in a comment."""
-    with open(HERE) as f:
-        for n, text in enumerate(f, 1):
-            if text.rstrip().endswith(f"# {marker}"):
-                return f"{HERE}:{n}"
-    raise AssertionError(marker)
+    return line_of(HERE, marker)
 
 
 class Block(torch.nn.Module):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from source_lines import line_of
 
 import gpuprofile as gp
 from gpuprofile.tracing.pylines import NO_FRAME
@@ -24,11 +25,7 @@ HERE = os.path.abspath(__file__)
 
 def at(marker):
     """'this file:line' of the line holding `marker` in a comment."""
-    with open(HERE) as f:
-        for n, text in enumerate(f, 1):
-            if text.rstrip().endswith(f"# {marker}"):
-                return f"{HERE}:{n}"
-    raise AssertionError(marker)
+    return line_of(HERE, marker)
 
 
 @pytest.mark.parametrize("regions", [True, False])
