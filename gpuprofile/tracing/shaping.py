@@ -75,6 +75,13 @@ def kernel_occupancy(device, threads, regs, smem, limits_of):
     return occ[inverse], blocks[inverse], limiter[inverse]
 
 
+def _set_span(out, raw) -> None:
+    """start_ns, end_ns and duration_ns of a record table from CUPTI's start and end."""
+    out["start_ns"] = raw["start"].astype(np.int64)
+    out["end_ns"] = raw["end"].astype(np.int64)
+    out["duration_ns"] = out["end_ns"] - out["start_ns"]
+
+
 def _set_region(out, region_record, region_names, rule=None) -> None:
     out["region_record"] = region_record
     out["region"] = label_regions(region_record, region_names)
@@ -88,9 +95,7 @@ def build_kernels(raw, names, region_record, region_names, limits_of, rule=None)
     table = np.asarray(list(names) + ["<unknown kernel>"], dtype=object)
     ids = raw["name_id"].astype(np.int64)
     out["name"] = table[np.where(ids < len(names), ids, len(names))]
-    out["start_ns"] = raw["start"].astype(np.int64)
-    out["end_ns"] = raw["end"].astype(np.int64)
-    out["duration_ns"] = out["end_ns"] - out["start_ns"]
+    _set_span(out, raw)
     for f in ("device", "context", "stream", "grid_x", "grid_y", "grid_z", "block_x", "block_y",
               "block_z", "registers_per_thread", "static_smem", "dynamic_smem",
               "local_mem_per_thread", "correlation_id", "graph_id"):
@@ -106,9 +111,7 @@ def build_kernels(raw, names, region_record, region_names, limits_of, rule=None)
 
 def build_memcpy(raw, region_record, region_names, rule=None) -> np.ndarray:
     out = np.zeros(len(raw), MEMCPY_DTYPE)
-    out["start_ns"] = raw["start"].astype(np.int64)
-    out["end_ns"] = raw["end"].astype(np.int64)
-    out["duration_ns"] = out["end_ns"] - out["start_ns"]
+    _set_span(out, raw)
     out["bytes"] = raw["bytes"]
     out["kind"] = _lookup(COPY_KINDS, raw["copy_kind"])
     out["src_kind"] = _lookup(KIND_NAMES, raw["src_kind"])
@@ -123,9 +126,7 @@ def build_memcpy(raw, region_record, region_names, rule=None) -> np.ndarray:
 
 def build_memset(raw, region_record, region_names, rule=None) -> np.ndarray:
     out = np.zeros(len(raw), MEMSET_DTYPE)
-    out["start_ns"] = raw["start"].astype(np.int64)
-    out["end_ns"] = raw["end"].astype(np.int64)
-    out["duration_ns"] = out["end_ns"] - out["start_ns"]
+    _set_span(out, raw)
     for f in ("bytes", "value", "device", "context", "stream", "correlation_id"):
         out[f] = raw[f]
     out["memory_kind"] = _lookup(KIND_NAMES, raw["memory_kind"])
