@@ -48,6 +48,7 @@
 #pragma nv_diag_suppress 177
 
 #include <atomic>
+#include <stdlib.h>
 #include <string.h>
 
 namespace gp_attn {
@@ -778,12 +779,80 @@ launch_dtype(const gp_attn_params &p, int schedule, cudaStream_t stream)
     return launch<T, 128, 2, Schedule::overlapped>(p, stream);
 }
 
-// Blocks over the SM slots of the waves they take: 1 when the last wave is full.
+// The fixed kernel's run time with blocks of `rows` query rows on `sms` SMs, in units of one
+// query row times one key tile (a 192-row block's tile is 1.5 times a 128-row block's): blocks
+// go out in launch order (blockIdx.x fastest; causal: heaviest first within each (batch, head),
+// flash_wgmma_kernel) to the SM that frees first, one block per SM. A causal block of query
+// tile i computes the key tiles up to its last row (key_tiles), so block i of n has about
+// (i + 1) / n of a full block's work; a row past the sequence's end costs as much as any.
+// Without causal every block is equal: waves · block. With causal the blocks are handed out as
+// the hardware would, in a min-heap of the SMs' finishing times, unless Graham's bounds of list
+// scheduling (the average load, the heaviest block; at most their sum) already decide against
+// `limit`: the 192-row run over the 128-row run, compared with `limit` by the caller. Returns
+// the ratio of the two runs, or a negative number where the heap's memory was not there.
 double
-wave_efficiency(int64_t blocks, int sms)
+makespan_ratio(const gp_attn_params *p, int sms, double limit)
 {
-    const int64_t waves = (blocks + sms - 1) / sms;
-    return (double)blocks / (double)(waves * sms);
+    const int n = p->seq, rows[2] = {192, 128};
+    const double heads = (double)p->batch * p->heads;
+    double work[2], heaviest[2];
+    int64_t blocks[2];
+    for (int r = 0; r < 2; r++) {
+        const int tiles = (n + rows[r] - 1) / rows[r];
+        blocks[r] = (int64_t)tiles * p->batch * p->heads;
+        double per_head = 0.0;
+        for (int i = 0; i < tiles; i++) {
+            const int end = p->causal && (int64_t)(i + 1) * rows[r] < n ? (i + 1) * rows[r] : n;
+            per_head += (double)rows[r] * ((end + kBN - 1) / kBN);
+        }
+        work[r] = heads * per_head;
+        heaviest[r] = (double)rows[r] * ((n + kBN - 1) / kBN);
+    }
+    if (!p->causal) {
+        const double waves192 = (double)((blocks[0] + sms - 1) / sms);
+        const double waves128 = (double)((blocks[1] + sms - 1) / sms);
+        return waves192 * heaviest[0] / (waves128 * heaviest[1]);
+    }
+    double lo[2], hi[2];
+    for (int r = 0; r < 2; r++) {
+        lo[r] = work[r] / sms > heaviest[r] ? work[r] / sms : heaviest[r];
+        hi[r] = work[r] / sms + heaviest[r];
+    }
+    if (hi[0] <= limit * lo[1])
+        return hi[0] / lo[1];
+    if (lo[0] > limit * hi[1])
+        return lo[0] / hi[1];
+    double run[2];
+    for (int r = 0; r < 2; r++) {
+        const int tiles = (n + rows[r] - 1) / rows[r];
+        const int64_t slots = blocks[r] < sms ? blocks[r] : sms;
+        double *heap = (double *)calloc((size_t)slots, sizeof(double)); // finishing times
+        if (heap == NULL)
+            return -1.0;
+        for (int64_t bh = 0; bh < (int64_t)p->batch * p->heads; bh++)
+            for (int x = 0; x < tiles; x++) {
+                const int i = tiles - 1 - x;
+                const int end = (int64_t)(i + 1) * rows[r] < n ? (i + 1) * rows[r] : n;
+                double t = heap[0] + (double)rows[r] * ((end + kBN - 1) / kBN);
+                int64_t at = 0; // the earliest SM takes the block: sift its new time down
+                for (;;) {
+                    const int64_t c = 2 * at + 1;
+                    if (c >= slots)
+                        break;
+                    const int64_t m = c + 1 < slots && heap[c + 1] < heap[c] ? c + 1 : c;
+                    if (heap[m] >= t)
+                        break;
+                    heap[at] = heap[m];
+                    at = m;
+                }
+                heap[at] = t;
+            }
+        run[r] = 0.0;
+        for (int64_t s = 0; s < slots; s++)
+            run[r] = heap[s] > run[r] ? heap[s] : run[r];
+        free(heap);
+    }
+    return run[0] / run[1];
 }
 
 } // namespace
@@ -819,17 +888,21 @@ gp_attn_flash_wgmma_runnable(void)
 //     0.81 persist, 0.88 and 0.87 persist_bm128);
 //   N <= 4096: persist (0.96-0.97 against 0.87-0.91 at 2048, 0.93-0.94 against 0.92 at 4096
 //     non-causal), except causal above 2048, where fixed stays ahead (0.90 against 0.88-0.89);
-//   longer: fixed (0.95-1.01, the best), unless its 192-row blocks fill the SMs' last wave
-//     clearly worse (by more than kWaveGain) than 128-row blocks would: then bm128. (1, 1, 16384)
-//     is 86 blocks against 128 on 132 SMs (0.65 against 0.97 of the slots: bm128 0.83-0.84 of
-//     cuDNN against fixed 0.68-0.69); (1, 3, 8192) is 129 against 192 (0.98 against 0.73:
-//     fixed 1.30 non-causal against bm128 0.84).
+//   longer: fixed (0.95-1.01, the best), unless its 192-row blocks would take more than
+//     kBm128Speed times as long as 128-row blocks on this many SMs (makespan_ratio: blocks in
+//     launch order, causal ones weighed by their key tiles): then bm128. Where both fill their
+//     waves the 192-row block does a row's key tile 1.10-1.23 times as fast (fixed against
+//     bm128 over their makespans on the grid's long shapes), so bm128 must win by more than
+//     that. (1, 1, 16384): one wave of 86 blocks against one of 128, 1.5 (bm128 0.83-0.84 of
+//     cuDNN against fixed 0.68-0.69); (1, 3, 8192) causal: one wave either way, the heaviest
+//     block 192 against 128 rows, 1.5 (bm128 1.14, fixed 0.94); non-causal 129 blocks in one
+//     wave against 192 in two, 0.75 (fixed 1.30, bm128 0.84).
 // head_dim 128: persist for non-causal N <= 512 (0.84 against 0.74-0.75), else fixed (the
 // 128-row block, as fast as or faster than every other there). sms: the device's SM count.
 extern "C" int
 gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 {
-    constexpr double kWaveGain = 0.15;
+    constexpr double kBm128Speed = 1.25;
     const int n = p->seq;
     if (p->head_dim != 64)
         return n <= 512 && !p->causal ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
@@ -837,10 +910,7 @@ gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
         return p->causal ? GP_ATTN_WGMMA_PERSIST_BM128 : GP_ATTN_WGMMA_PERSIST;
     if (n <= 2048 || (n <= 4096 && !p->causal))
         return GP_ATTN_WGMMA_PERSIST;
-    const int64_t heads = (int64_t)p->batch * p->heads;
-    if (sms > 0 && gp_attn::wave_efficiency((n + 127) / 128 * heads, sms) -
-                           gp_attn::wave_efficiency((n + 191) / 192 * heads, sms) >
-                       kWaveGain)
+    if (sms > 0 && gp_attn::makespan_ratio(p, sms, kBm128Speed) > kBm128Speed)
         return GP_ATTN_WGMMA_BM128;
     return GP_ATTN_WGMMA_FIXED;
 }
