@@ -174,8 +174,8 @@ def test_variant_strided_inputs_and_output(variant):
 @hopper
 @pytest.mark.parametrize("shape, causal", [
     ((2, 3, 385, 64), False), ((2, 3, 385, 64), True), ((1, 2, 3000, 64), True),
-    ((1, 1, 5000, 64), False), ((1, 1, 16384, 64), True), ((2, 3, 385, 128), False),
-    ((2, 3, 385, 128), True)])
+    ((1, 1, 5000, 64), False), ((1, 1, 16384, 64), True), ((1, 3, 8192, 64), True),
+    ((2, 3, 385, 128), False), ((2, 3, 385, 128), True)])
 def test_the_default_runs_the_schedule_chosen_for_the_shape(shape, causal):
     """_variant 0 (impl='flash_wgmma' and 'auto') runs the schedule that
     _C._attention_wgmma_schedule names for the shape on this device: bit for bit the output of
@@ -197,6 +197,7 @@ def test_the_device_sm_count_gives_the_grid_choices():
         pytest.skip("needs a 132-SM device")
     assert _C._attention_wgmma_schedule((1, 1, 16384, 64), False) == "bm128"
     assert _C._attention_wgmma_schedule((1, 3, 8192, 64), False) == "fixed"
+    assert _C._attention_wgmma_schedule((1, 3, 8192, 64), True) == "bm128"
 
 
 @pytest.mark.skipif(_hopper(), reason="the refusal is for devices other than compute capability 9.0")
