@@ -305,12 +305,22 @@ key_tiles(const gp_attn_params &p, int row_end)
 // one (K) or two (V: the overlapped schedule's final P·V releases nothing), while the producer
 // waits only for tiles STAGES (>= 2) or more before its last. The phases left incomplete are never
 // waited on.
-template <typename T, int D, typename B, Schedule S>
-__device__ void
-consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int block_tiles,
-        int cw)
+// (The fixed kernel, QBUFS = 1; the persistent one releases every tile, see below.)
+//
+// One work item of consumer warpgroup cw: query rows m0 .. m0 + BM - 1 of head h, batch b, whose
+// Q waits in Q buffer qb (q_full, phase q_parity); tile j of the item is the block's tile g0 + j of
+// the K/V ring. QBUFS = 1, the fixed kernel: one item, g0 = 0, Q buffer 0. QBUFS = 2, the
+// persistent kernel: more items follow, so the consumer also releases what the fixed one leaves
+// (the V of its last P·V, its Q buffer, the tiles past its rows), keeping every phase in step.
+// Both are one loop, so the two kernels run the same code per tile; what differs is constexpr.
+template <typename T, int D, typename B, Schedule S, int QBUFS>
+__device__ __forceinline__ void
+consume_item(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, uint64_t *q_full,
+             uint32_t q_parity, uint64_t *q_empty, int qb, int m0, int h, int b, int block_tiles,
+             uint32_t g0, int cw)
 {
-    using L = Layout<D, B::BM>;
+    using L = Layout<D, B::BM, QBUFS>;
+    constexpr bool ring = QBUFS > 1;
     const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
     const int row_lo = m0 + 64 * cw; // this warpgroup's first row
     const int n_tiles = B::BM == kBN ? block_tiles : key_tiles(p, row_lo + 64);
@@ -318,8 +328,11 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
     const int n = p.seq;
     const bool causal = p.causal != 0;
     const float sl2 = p.scale * kLog2e;
-    const uint32_t q = smem_u32(smem) + cw * 64 * 128; // its 64 rows in each Q column block
+    // its 64 rows in each Q column block
+    const uint32_t q = smem_u32(smem) + qb * L::Q_BYTES + cw * 64 * 128;
     const uint32_t k0 = smem_u32(smem) + L::K_OFF, v0 = smem_u32(smem) + L::V_OFF;
+    auto stage = [](uint32_t g) { return (int)(g % L::STAGES); };
+    auto parity = [](uint32_t g) { return (g / L::STAGES) & 1; };
 
     Consumer<T, D, B::BM> c;
 #pragma unroll
@@ -335,23 +348,23 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
             c.mask(r0, col0 + 2 * (lane & 3), n, causal);
         c.softmax(sl2, alpha, sum);
     };
-    auto parity = [](int j) { return (uint32_t)(j / L::STAGES) & 1; };
 
-    mbar_wait(bar.q, 0);
+    mbar_wait(q_full, q_parity);
     if constexpr (S == Schedule::overlapped) {
-        mbar_wait(&bar.k_full[0], 0);
-        c.issue_qk(q, k0);
+        mbar_wait(&bar.k_full[stage(g0)], parity(g0));
+        c.issue_qk(q, k0 + stage(g0) * L::KV_BYTES);
         wgmma_wait<0>();
         pin(c.s);
-        mbar_arrive(&bar.k_empty[0]);
+        mbar_arrive(&bar.k_empty[stage(g0)]);
         scores_ready(0);
         c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
         c.to_a();
         for (int j = 1; j < n_tiles; j++) {
-            const int s = j % L::STAGES, sp = (j - 1) % L::STAGES;
-            mbar_wait(&bar.k_full[s], parity(j));
+            const uint32_t gj = g0 + j, gp = gj - 1;
+            const int s = stage(gj), sp = stage(gp);
+            mbar_wait(&bar.k_full[s], parity(gj));
             c.issue_qk(q, k0 + s * L::KV_BYTES);
-            mbar_wait(&bar.v_full[sp], parity(j - 1));
+            mbar_wait(&bar.v_full[sp], parity(gp));
             c.issue_pv(v0 + sp * L::KV_BYTES);
             wgmma_wait<1>(); // S of tile j; P·V of tile j-1 may still run
             pin(c.s);
@@ -364,15 +377,20 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
             c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
             c.to_a();
         }
-        const int sl = (n_tiles - 1) % L::STAGES;
-        mbar_wait(&bar.v_full[sl], parity(n_tiles - 1));
-        c.issue_pv(v0 + sl * L::KV_BYTES);
+        const uint32_t gl = g0 + n_tiles - 1;
+        mbar_wait(&bar.v_full[stage(gl)], parity(gl));
+        c.issue_pv(v0 + stage(gl) * L::KV_BYTES);
         wgmma_wait<0>();
         pin(c.o);
+        if constexpr (ring) {
+            pin(c.pa);
+            mbar_arrive(&bar.v_empty[stage(gl)]); // the fixed kernel's ring ends here
+        }
     } else {
         for (int j = 0; j < n_tiles; j++) {
-            const int s = j % L::STAGES;
-            mbar_wait(&bar.k_full[s], parity(j));
+            const uint32_t gj = g0 + j;
+            const int s = stage(gj);
+            mbar_wait(&bar.k_full[s], parity(gj));
             c.issue_qk(q, k0 + s * L::KV_BYTES);
             wgmma_wait<0>();
             pin(c.s);
@@ -380,14 +398,37 @@ consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int
             scores_ready(j);
             c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
             c.to_a();
-            mbar_wait(&bar.v_full[s], parity(j));
+            mbar_wait(&bar.v_full[s], parity(gj));
             c.issue_pv(v0 + s * L::KV_BYTES);
             wgmma_wait<0>();
             pin(c.o);
             mbar_arrive(&bar.v_empty[s]);
         }
     }
-    c.store(p, r0, lane, blockIdx.z, blockIdx.y);
+    if constexpr (ring) {
+        mbar_arrive(q_empty); // every S of this warpgroup has completed
+        // Tiles past this warpgroup's rows (causal, 192-row block): released once loaded, so
+        // that each of their barrier phases completes exactly when the block is done with it.
+        for (int j = n_tiles; j < block_tiles; j++) {
+            const uint32_t gj = g0 + j;
+            const int s = stage(gj);
+            mbar_wait(&bar.k_full[s], parity(gj));
+            mbar_arrive(&bar.k_empty[s]);
+            mbar_wait(&bar.v_full[s], parity(gj));
+            mbar_arrive(&bar.v_empty[s]);
+        }
+    }
+    c.store(p, r0, lane, b, h);
+}
+
+// The fixed kernel's consumer: its block's one item (consume_item with g0 = 0).
+template <typename T, int D, typename B, Schedule S>
+__device__ void
+consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int block_tiles,
+        int cw)
+{
+    consume_item<T, D, B, S, 1>(p, smem, bar, bar.q, 0, nullptr, 0, m0, blockIdx.y, blockIdx.z,
+                                block_tiles, 0, cw);
 }
 
 #endif // GP_SM90A
@@ -519,113 +560,20 @@ produce_persistent(const Args &a, uint8_t *smem, const PBarriers &bar)
     }
 }
 
-// consume's two schedules over the block's items; tile j of an item is the block's tile g0 + j.
+// The persistent kernel's consumer: consume_item over the block's items; tile j of an item is the
+// block's tile g0 + j.
 template <typename T, int D, typename B, Schedule S>
 __device__ void
 consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
 {
-    using L = Layout<D, B::BM, 2>;
-    const gp_attn_params &p = a.p;
-    const Barriers &bar = pb.ring;
-    const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
-    const int n = p.seq;
-    const bool causal = p.causal != 0;
-    const float sl2 = p.scale * kLog2e;
-    const uint32_t k0 = smem_u32(smem) + L::K_OFF, v0 = smem_u32(smem) + L::V_OFF;
-    auto stage = [](uint32_t g) { return (int)(g % L::STAGES); };
-    auto parity = [](uint32_t g) { return (g / L::STAGES) & 1; };
-
     uint32_t g0 = 0; // the block's K/V tiles before this item
     int k = 0;
     for (int64_t i = blockIdx.x; i < a.items; i += gridDim.x, k++) {
-        const Item w = work_item<B::BM>(p, i, a.m_tiles);
-        const int block_tiles = key_tiles(p, w.m0 + B::BM);
-        const int row_lo = w.m0 + 64 * cw;
-        const int n_tiles = B::BM == kBN ? block_tiles : key_tiles(p, row_lo + 64);
-        const int r0 = row_lo + 16 * warp + (lane >> 2);
+        const Item w = work_item<B::BM>(a.p, i, a.m_tiles);
+        const int block_tiles = key_tiles(a.p, w.m0 + B::BM);
         const int qb = k & 1;
-        const uint32_t q = smem_u32(smem) + qb * L::Q_BYTES + cw * 64 * 128;
-
-        Consumer<T, D, B::BM> c;
-#pragma unroll
-        for (int e = 0; e < Consumer<T, D, B::BM>::NO; e++)
-            c.o[e] = 0.0f;
-        c.m[0] = c.m[1] = -CUDART_INF_F;
-        c.l[0] = c.l[1] = 0.0f;
-        float alpha[2], sum[2];
-        auto scores_ready = [&](int j) {
-            const int col0 = j * kBN;
-            if (col0 + kBN > n || (causal && col0 + kBN - 1 > row_lo))
-                c.mask(r0, col0 + 2 * (lane & 3), n, causal);
-            c.softmax(sl2, alpha, sum);
-        };
-
-        mbar_wait(&pb.q_full[qb], (uint32_t)(k >> 1) & 1);
-        if constexpr (S == Schedule::overlapped) {
-            mbar_wait(&bar.k_full[stage(g0)], parity(g0));
-            c.issue_qk(q, k0 + stage(g0) * L::KV_BYTES);
-            wgmma_wait<0>();
-            pin(c.s);
-            mbar_arrive(&bar.k_empty[stage(g0)]);
-            scores_ready(0);
-            c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
-            c.to_a();
-            for (int j = 1; j < n_tiles; j++) {
-                const uint32_t gj = g0 + j, gp = gj - 1;
-                const int s = stage(gj), sp = stage(gp);
-                mbar_wait(&bar.k_full[s], parity(gj));
-                c.issue_qk(q, k0 + s * L::KV_BYTES);
-                mbar_wait(&bar.v_full[sp], parity(gp));
-                c.issue_pv(v0 + sp * L::KV_BYTES);
-                wgmma_wait<1>();
-                pin(c.s);
-                mbar_arrive(&bar.k_empty[s]);
-                scores_ready(j);
-                wgmma_wait<0>();
-                pin(c.o);
-                pin(c.pa);
-                mbar_arrive(&bar.v_empty[sp]);
-                c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
-                c.to_a();
-            }
-            const uint32_t gl = g0 + n_tiles - 1;
-            mbar_wait(&bar.v_full[stage(gl)], parity(gl));
-            c.issue_pv(v0 + stage(gl) * L::KV_BYTES);
-            wgmma_wait<0>();
-            pin(c.o);
-            pin(c.pa);
-            mbar_arrive(&bar.v_empty[stage(gl)]); // unlike consume: the ring goes on
-        } else {
-            for (int j = 0; j < n_tiles; j++) {
-                const uint32_t gj = g0 + j;
-                const int s = stage(gj);
-                mbar_wait(&bar.k_full[s], parity(gj));
-                c.issue_qk(q, k0 + s * L::KV_BYTES);
-                wgmma_wait<0>();
-                pin(c.s);
-                mbar_arrive(&bar.k_empty[s]);
-                scores_ready(j);
-                c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
-                c.to_a();
-                mbar_wait(&bar.v_full[s], parity(gj));
-                c.issue_pv(v0 + s * L::KV_BYTES);
-                wgmma_wait<0>();
-                pin(c.o);
-                mbar_arrive(&bar.v_empty[s]);
-            }
-        }
-        mbar_arrive(&pb.q_empty[qb]); // every S of this warpgroup has completed
-        // Tiles past this warpgroup's rows (causal, 192-row block): released once loaded, so
-        // that each of their barrier phases completes exactly when the block is done with it.
-        for (int j = n_tiles; j < block_tiles; j++) {
-            const uint32_t gj = g0 + j;
-            const int s = stage(gj);
-            mbar_wait(&bar.k_full[s], parity(gj));
-            mbar_arrive(&bar.k_empty[s]);
-            mbar_wait(&bar.v_full[s], parity(gj));
-            mbar_arrive(&bar.v_empty[s]);
-        }
-        c.store(p, r0, lane, w.b, w.h);
+        consume_item<T, D, B, S, 2>(a.p, smem, pb.ring, &pb.q_full[qb], (uint32_t)(k >> 1) & 1,
+                                    &pb.q_empty[qb], qb, w.m0, w.h, w.b, block_tiles, g0, cw);
         g0 += block_tiles;
     }
 }
