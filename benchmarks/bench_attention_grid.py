@@ -15,7 +15,7 @@ edge of the per-shape rule, and the one-wave shapes.
 Per shape, in one process and interleaved: each gpuprofile variant (flash_wgmma with the hidden
 _variant of _C._attention, kernels/attention/attention.h: gp is the default, the schedule chosen
 per shape, named in the table's schedule column; gp_fixed the block every shape ran before; then
-the three others forced), then SDPA with the CUDNN_ATTENTION and
+the others forced, gp_persist_lookahead at head_dim 64 only), then SDPA with the CUDNN_ATTENTION and
 FLASH_ATTENTION backends (torch.nn.attention.sdpa_kernel) on the same device memory. Everything
 is timed by gpuprofile.benchmark the same way (L2 flushed before every iteration, CUPTI kernel
 times where CUPTI is usable, else CUDA events; the median), after its output was checked against
@@ -39,8 +39,11 @@ import numpy as np
 PEAK_TFLOPS = 989.0  # H100 SXM, dense fp16/bf16 tensor cores (datasheet)
 # name: _variant of _C._attention's impl="flash_wgmma" (attention.h, GP_ATTN_WGMMA_*): gp the
 # default (the schedule per shape, _C._attention_wgmma_schedule), gp_fixed the block every shape
-# ran before the per-shape choice, the others forced.
-GP_VARIANTS = {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3}
+# ran before the per-shape choice, the others forced; gp_persist_lookahead (two S tiles per
+# consumer, unmeasured, never chosen per shape) exists at head_dim 64 only.
+GP_VARIANTS = {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3,
+               "gp_persist_lookahead": 5}
+HEAD_DIMS = {"gp_persist_lookahead": (64,)}  # variants that take only these head_dims
 SDPA = {"cudnn": "sdpa_cudnn", "fa2": "sdpa_flash"}  # the main job's names of these backends
 NAMES = tuple(GP_VARIANTS) + tuple(SDPA)
 SEQS = (512, 1024, 2048, 4096, 8192, 16384)
@@ -280,6 +283,8 @@ def run_one(impl, case, causal, max_time):
            "schedule": schedule_of(impl, case.shape, causal)}
     if impl in SDPA and case.torch is None:
         return {**row, "status": "skipped: no torch with CUDA"}
+    if case.shape[3] not in HEAD_DIMS.get(impl, (case.shape[3],)):
+        return {**row, "status": f"skipped: head_dim {case.shape[3]}"}
     try:
         ok, worst = validate(impl, case, causal)
     except Exception as exc:  # a backend that does not take the shape, or a kernel error

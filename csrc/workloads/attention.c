@@ -420,16 +420,8 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);
-    /* _variant: one of flash_wgmma's schedules (attention.h, GP_ATTN_WGMMA_*) in place of the
-     * one chosen per shape, for the benchmarks only. */
-    if (variant != 0 &&
-        (c.requested != IMPL_FLASH_WGMMA || variant < 0 || variant >= GP_ATTN_WGMMA_VARIANTS)) {
-        PyErr_Format(PyExc_ValueError,
-                     "attention: _variant must be 0, or 1..%d with impl='flash_wgmma' (1 persist, "
-                     "2 bm128, 3 persist_bm128, 4 fixed), got %d with impl='%s'",
-                     GP_ATTN_WGMMA_VARIANTS - 1, variant, impl_name);
+    if (gp_attn_check_variant(variant, c.requested, impl_name, &c.p) < 0)
         goto done;
-    }
     c.p.variant = variant;
     if (gp_attn_choose_impl(c.requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
         goto done;
@@ -570,8 +562,8 @@ static PyMethodDef attention_methods[] = {
      "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None)\n--\n\n"
      "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations. The hidden "
      "keyword _variant (impl='flash_wgmma' only) runs one of flash_wgmma's schedules in place "
-     "of the one chosen per shape: 1 persist, 2 bm128, 3 persist_bm128, 4 fixed "
-     "(kernels/attention/attention.h); benchmarks only."},
+     "of the one chosen per shape: 1 persist, 2 bm128, 3 persist_bm128, 4 fixed, "
+     "5 persist_lookahead (head_dim 64 only) (kernels/attention/attention.h); benchmarks only."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
      "device (without a device: what it would pick off Hopper)."},

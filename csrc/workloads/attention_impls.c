@@ -215,6 +215,28 @@ error:
     return -1;
 }
 
+int
+gp_attn_check_variant(int variant, int requested, const char *impl_name, const gp_attn_params *p)
+{
+    if (variant != 0 &&
+        (requested != IMPL_FLASH_WGMMA || variant < 0 || variant >= GP_ATTN_WGMMA_VARIANTS)) {
+        PyErr_Format(PyExc_ValueError,
+                     "attention: _variant must be 0, or 1..%d with impl='flash_wgmma' (1 persist, "
+                     "2 bm128, 3 persist_bm128, 4 fixed, 5 persist_lookahead), got %d with "
+                     "impl='%s'",
+                     GP_ATTN_WGMMA_VARIANTS - 1, variant, impl_name);
+        return -1;
+    }
+    /* two S tiles of 64 registers per consumer thread leave no room for head_dim 128's O */
+    if (variant == GP_ATTN_WGMMA_PERSIST_LOOKAHEAD && p->head_dim != 64) {
+        PyErr_Format(PyExc_ValueError,
+                     "attention: _variant 5 (persist_lookahead) takes head_dim 64 only, got %d",
+                     p->head_dim);
+        return -1;
+    }
+    return 0;
+}
+
 /* A flash_wgmma schedule (GP_ATTN_WGMMA_*) at this head_dim, in words. */
 static const char *
 schedule_words(int schedule, int head_dim)
@@ -226,6 +248,8 @@ schedule_words(int schedule, int head_dim)
         return "128-row blocks, one per query tile";
     case GP_ATTN_WGMMA_PERSIST_BM128:
         return "128-row blocks, persistent";
+    case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD:
+        return "128-row blocks, persistent, two S tiles per consumer";
     default:
         return head_dim == 64 ? "192-row blocks, one per query tile"
                               : "128-row blocks, one per query tile";

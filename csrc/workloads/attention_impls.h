@@ -36,6 +36,11 @@ const char *gp_attn_impl_name(int impl);
 /* The requested impl if it takes the arguments, or auto's first that does; -1 with ValueError
  * saying why not. */
 int gp_attn_choose_impl(int requested, const gp_attn_params *p, int *chosen);
+/* _variant (_C._attention's hidden keyword, the benchmarks' only): one of flash_wgmma's schedules
+ * (GP_ATTN_WGMMA_*) in place of the one chosen per shape. 0, or 1..VARIANTS-1 with impl
+ * flash_wgmma, and a head_dim that schedule takes; -1 with ValueError otherwise. */
+int gp_attn_check_variant(int variant, int requested, const char *impl_name,
+                          const gp_attn_params *p);
 /* auto on Hopper: flash_wgmma in place of flash_tc where the current device runs it. */
 void gp_attn_prefer_wgmma(int requested, const gp_attn_params *p, int *impl);
 /* Why auto takes `chosen` for these arguments (the entries passed over and why, from the table

@@ -52,15 +52,19 @@ typedef struct {
  * (one block per SM walks (query tile, head, batch) work items); 2 bm128: a 128-row block with
  * two overlapped consumers at every head_dim (head_dim 128: the fixed block); 3 persist_bm128:
  * the 128-row block, persistent; 4 fixed: the block per head_dim that every shape ran before
- * issue 27 (192 rows at head_dim 64, 128 at 128), one block per query tile. */
+ * issue 27 (192 rows at head_dim 64, 128 at 128), one block per query tile; 5 persist_lookahead:
+ * head_dim 64 only (the launcher returns cudaErrorNotSupported at 128), the persistent 128-row
+ * block whose consumers issue Q·Kᵀ of the next key tile before the softmax of this one
+ * (unmeasured; never chosen per shape). */
 enum {
     GP_ATTN_WGMMA_PER_SHAPE = 0,
     GP_ATTN_WGMMA_PERSIST = 1,
     GP_ATTN_WGMMA_BM128 = 2,
     GP_ATTN_WGMMA_PERSIST_BM128 = 3,
-    GP_ATTN_WGMMA_FIXED = 4
+    GP_ATTN_WGMMA_FIXED = 4,
+    GP_ATTN_WGMMA_PERSIST_LOOKAHEAD = 5
 };
-#define GP_ATTN_WGMMA_VARIANTS 5
+#define GP_ATTN_WGMMA_VARIANTS 6
 
 /* Nonzero when every row of every tensor starts on a 16-byte boundary (cp.async, vector I/O). */
 static inline int
@@ -106,7 +110,7 @@ cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t str
 /* The schedule (GP_ATTN_WGMMA_*, never PER_SHAPE) that variant 0 runs for p's shape and causal
  * on a device of `sms` SMs; pure, no device needed (the rule and its measurements: the
  * definition, kernels/attention/NOTES.md). _schedule_name: "persist", "bm128", "persist_bm128",
- * "fixed" (0: "per_shape"; out of range: "unknown"). */
+ * "fixed", "persist_lookahead" (0: "per_shape"; out of range: "unknown"). */
 int gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms);
 const char *gp_attn_flash_wgmma_schedule_name(int schedule);
 

@@ -40,6 +40,14 @@
 //       store), for both blocks above, and the 128-row overlapped block at head_dim 64
 //       (persistent or not). The schedule is chosen per shape (gp_attn_flash_wgmma_schedule,
 //       NOTES.md); _variant 1-4 of _C._attention force one (attention.h).
+//   v4  issue 27, unmeasured (_variant 5, persist_lookahead; never chosen per shape): head_dim 64,
+//       the persistent 128-row block with two S tiles per consumer: S_(j+1) = Q·K_(j+1)ᵀ is issued
+//       before the softmax of S_j, then P_j·V_j, so the tensor pipe has both of those products
+//       (Q·K_(j+1)ᵀ and P_(j-1)·V_(j-1)) to run while the exponentials of tile j do (FA3's
+//       intra-warpgroup overlap one tile deeper than overlapped; NOTES.md has the floors and the
+//       registers: 2·64 for S, 32 for O, 32 for P, within the 240 a 2-consumer thread has).
+//       The barriers' phases are those of overlapped (same tiles, same releases); only the order
+//       of the waits within a tile changed. head_dim 128 (O 64 registers) is refused.
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
@@ -57,8 +65,9 @@ namespace {
 constexpr int kBN = 128; // keys per tile
 
 // A consumer's order of work per key tile j (the versions above): S_j, softmax, P·V_j in
-// sequence, or S_j issued before P·V_(j-1) (overlapped).
-enum class Schedule { sequential, overlapped };
+// sequence; S_j issued before P·V_(j-1) (overlapped); or (lookahead, v4) S_(j+1) issued before
+// the softmax of S_j, so that Q·K_(j+1)ᵀ and P_(j-1)·V_(j-1) run while it does.
+enum class Schedule { sequential, overlapped, lookahead };
 
 // The block's shape: CONSUMERS warpgroups of 64 query rows each, plus the producer warpgroup.
 // setmaxnreg moves registers from the producer to the consumers; the pool is the launch's
@@ -160,8 +169,9 @@ template <typename T, int D, int BM> struct Consumer {
     uint32_t pa[kBN / 16][4]; // P as wgmma A fragments, one 16-key slice each
     float m[2], l[2];         // running max (raw scores) and this thread's share of the sum
 
-    // S = Q·Kᵀ for this warpgroup's 64 rows, issued and committed (not waited for).
-    __device__ __forceinline__ void issue_qk(uint32_t q, uint32_t k)
+    // S = Q·Kᵀ for this warpgroup's 64 rows into s (the member, or the lookahead schedule's
+    // second tile), issued and committed (not waited for).
+    __device__ __forceinline__ void issue_qk(float (&s)[NS], uint32_t q, uint32_t k)
     {
         pin(s);
         wgmma_fence();
@@ -191,7 +201,7 @@ template <typename T, int D, int BM> struct Consumer {
     }
 
     // -inf for keys at or past n and (causal) keys after the row. r0: this thread's first row.
-    __device__ __forceinline__ void mask(int r0, int col0, int n, bool causal)
+    __device__ __forceinline__ void mask(float (&s)[NS], int r0, int col0, int n, bool causal)
     {
 #pragma unroll
         for (int i = 0; i < kBN / 8; i++)
@@ -206,7 +216,7 @@ template <typename T, int D, int BM> struct Consumer {
     // S becomes P = 2^(s·sl2 - max·sl2) against the updated running max; alpha: the factor by
     // which O and l must shrink (the old max against the new); sum: this thread's part of the
     // tile's row sums. A row whose max is still -inf keeps a zero base (no -inf - -inf).
-    __device__ __forceinline__ void softmax(float sl2, float alpha[2], float sum[2])
+    __device__ __forceinline__ void softmax(float (&s)[NS], float sl2, float alpha[2], float sum[2])
     {
 #pragma unroll
         for (int half = 0; half < 2; half++) {
@@ -254,7 +264,7 @@ template <typename T, int D, int BM> struct Consumer {
 
     // P in the input type, as A fragments: slice kk holds keys 16·kk .. 16·kk + 15, i.e. the
     // accumulator elements 8·kk .. 8·kk + 7 (two 8-column groups).
-    __device__ __forceinline__ void to_a()
+    __device__ __forceinline__ void to_a(const float (&s)[NS])
     {
 #pragma unroll
         for (int kk = 0; kk < kBN / 16; kk++)
@@ -341,41 +351,41 @@ consume_item(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, uint64
     c.m[0] = c.m[1] = -CUDART_INF_F;
     c.l[0] = c.l[1] = 0.0f;
     float alpha[2], sum[2];
-    // Tile j's scores, masked where it crosses the end of the sequence or the diagonal.
-    auto scores_ready = [&](int j) {
+    // Tile j's scores in s, masked where it crosses the end of the sequence or the diagonal.
+    auto scores_ready = [&](float(&s)[Consumer<T, D, B::BM>::NS], int j) {
         const int col0 = j * kBN;
         if (col0 + kBN > n || (causal && col0 + kBN - 1 > row_lo))
-            c.mask(r0, col0 + 2 * (lane & 3), n, causal);
-        c.softmax(sl2, alpha, sum);
+            c.mask(s, r0, col0 + 2 * (lane & 3), n, causal);
+        c.softmax(s, sl2, alpha, sum);
     };
 
     mbar_wait(q_full, q_parity);
     if constexpr (S == Schedule::overlapped) {
         mbar_wait(&bar.k_full[stage(g0)], parity(g0));
-        c.issue_qk(q, k0 + stage(g0) * L::KV_BYTES);
+        c.issue_qk(c.s, q, k0 + stage(g0) * L::KV_BYTES);
         wgmma_wait<0>();
         pin(c.s);
         mbar_arrive(&bar.k_empty[stage(g0)]);
-        scores_ready(0);
+        scores_ready(c.s, 0);
         c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
-        c.to_a();
+        c.to_a(c.s);
         for (int j = 1; j < n_tiles; j++) {
             const uint32_t gj = g0 + j, gp = gj - 1;
             const int s = stage(gj), sp = stage(gp);
             mbar_wait(&bar.k_full[s], parity(gj));
-            c.issue_qk(q, k0 + s * L::KV_BYTES);
+            c.issue_qk(c.s, q, k0 + s * L::KV_BYTES);
             mbar_wait(&bar.v_full[sp], parity(gp));
             c.issue_pv(v0 + sp * L::KV_BYTES);
             wgmma_wait<1>(); // S of tile j; P·V of tile j-1 may still run
             pin(c.s);
             mbar_arrive(&bar.k_empty[s]);
-            scores_ready(j);
+            scores_ready(c.s, j);
             wgmma_wait<0>();
             pin(c.o);
             pin(c.pa);
             mbar_arrive(&bar.v_empty[sp]);
             c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
-            c.to_a();
+            c.to_a(c.s);
         }
         const uint32_t gl = g0 + n_tiles - 1;
         mbar_wait(&bar.v_full[stage(gl)], parity(gl));
@@ -386,18 +396,83 @@ consume_item(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, uint64
             pin(c.pa);
             mbar_arrive(&bar.v_empty[stage(gl)]); // the fixed kernel's ring ends here
         }
+    } else if constexpr (S == Schedule::lookahead) {
+        // Two S tiles: tile j's in cur while tile j+1's arrives in nxt; they alternate between c.s
+        // (even j) and s1 (odd j), registers cannot be indexed. A step starts with S_j complete
+        // and K_j released, P_(j-1)·V_(j-1) in flight (j > 0). Commit groups in flight, oldest
+        // first: at a step's start [PV_(j-1)]; once QK_(j+1) is issued [PV_(j-1), QK_(j+1)],
+        // so wait<1> is PV_(j-1) done (j = 0: nothing to wait for); once PV_j is issued
+        // [QK_(j+1), PV_j], so wait<1> is QK_(j+1) done. The last tile's step (last) issues no
+        // Q·Kᵀ and waits with wait<0>. Every wait is unconditional within its step: ptxas
+        // serializes all wgmmas (C7513) when a path through the branches could leave one
+        // in flight while its registers are rewritten.
+        using C = Consumer<T, D, B::BM>;
+        float s1[C::NS];
+        auto middle = [&](int j, float(&cur)[C::NS], float(&nxt)[C::NS]) { // j + 1 < n_tiles
+            const uint32_t gj = g0 + j;
+            mbar_wait(&bar.k_full[stage(gj + 1)], parity(gj + 1));
+            c.issue_qk(nxt, q, k0 + stage(gj + 1) * L::KV_BYTES);
+            scores_ready(cur, j); // Q·K_(j+1)ᵀ and P_(j-1)·V_(j-1) run meanwhile
+            wgmma_wait<1>();
+            pin(c.o);
+            pin(c.pa);
+            if (j > 0)
+                mbar_arrive(&bar.v_empty[stage(gj - 1)]);
+            c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
+            c.to_a(cur);
+            mbar_wait(&bar.v_full[stage(gj)], parity(gj));
+            c.issue_pv(v0 + stage(gj) * L::KV_BYTES);
+            wgmma_wait<1>(); // S_(j+1); P_j·V_j may still run
+            pin(nxt);
+            mbar_arrive(&bar.k_empty[stage(gj + 1)]);
+        };
+        auto last = [&](int j, float(&cur)[C::NS]) { // j = n_tiles - 1
+            const uint32_t gj = g0 + j;
+            scores_ready(cur, j);
+            wgmma_wait<0>();
+            pin(c.o);
+            pin(c.pa);
+            if (j > 0)
+                mbar_arrive(&bar.v_empty[stage(gj - 1)]);
+            c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
+            c.to_a(cur);
+            mbar_wait(&bar.v_full[stage(gj)], parity(gj));
+            c.issue_pv(v0 + stage(gj) * L::KV_BYTES);
+            wgmma_wait<0>();
+            pin(c.o);
+            pin(c.pa);
+        };
+        mbar_wait(&bar.k_full[stage(g0)], parity(g0));
+        c.issue_qk(c.s, q, k0 + stage(g0) * L::KV_BYTES);
+        wgmma_wait<0>();
+        pin(c.s);
+        mbar_arrive(&bar.k_empty[stage(g0)]);
+        for (int j = 0;; j += 2) { // S_j in c.s
+            if (j + 1 == n_tiles) {
+                last(j, c.s);
+                break;
+            }
+            middle(j, c.s, s1);
+            if (j + 2 == n_tiles) {
+                last(j + 1, s1);
+                break;
+            }
+            middle(j + 1, s1, c.s);
+        }
+        if constexpr (ring)
+            mbar_arrive(&bar.v_empty[stage(g0 + n_tiles - 1)]); // as overlapped's last P·V
     } else {
         for (int j = 0; j < n_tiles; j++) {
             const uint32_t gj = g0 + j;
             const int s = stage(gj);
             mbar_wait(&bar.k_full[s], parity(gj));
-            c.issue_qk(q, k0 + s * L::KV_BYTES);
+            c.issue_qk(c.s, q, k0 + s * L::KV_BYTES);
             wgmma_wait<0>();
             pin(c.s);
             mbar_arrive(&bar.k_empty[s]);
-            scores_ready(j);
+            scores_ready(c.s, j);
             c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
-            c.to_a();
+            c.to_a(c.s);
             mbar_wait(&bar.v_full[s], parity(gj));
             c.issue_pv(v0 + s * L::KV_BYTES);
             wgmma_wait<0>();
@@ -702,7 +777,7 @@ launch_dtype(const gp_attn_params &p, int schedule, cudaStream_t stream)
 {
     // The schedules (attention.h, GP_ATTN_WGMMA_*): persist the fixed block persistent, bm128
     // the 128-row overlapped block (head_dim 64: flash_wgmma_v4 of git history), persist_bm128
-    // that block persistent.
+    // that block persistent, persist_lookahead that block with two S tiles per consumer (v4).
     switch (schedule) {
     case GP_ATTN_WGMMA_PERSIST:
         if (p.head_dim == 64)
@@ -716,6 +791,10 @@ launch_dtype(const gp_attn_params &p, int schedule, cudaStream_t stream)
         if (p.head_dim == 64)
             return launch_persistent<T, 64, 2, Schedule::overlapped>(p, stream);
         return launch_persistent<T, 128, 2, Schedule::overlapped>(p, stream);
+    case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD: // head_dim 64 only (v4)
+        if (p.head_dim == 64)
+            return launch_persistent<T, 64, 2, Schedule::lookahead>(p, stream);
+        return cudaErrorNotSupported;
     default:
         break;
     }
@@ -866,8 +945,8 @@ gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 extern "C" const char *
 gp_attn_flash_wgmma_schedule_name(int schedule)
 {
-    static const char *const names[GP_ATTN_WGMMA_VARIANTS] = {"per_shape", "persist", "bm128",
-                                                              "persist_bm128", "fixed"};
+    static const char *const names[GP_ATTN_WGMMA_VARIANTS] = {
+        "per_shape", "persist", "bm128", "persist_bm128", "fixed", "persist_lookahead"};
     return schedule >= 0 && schedule < GP_ATTN_WGMMA_VARIANTS ? names[schedule] : "unknown";
 }
 

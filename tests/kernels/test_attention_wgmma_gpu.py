@@ -115,9 +115,14 @@ def test_nan_and_inf_propagate_like_the_reference(causal, where):
 
 # flash_wgmma's schedules (_C._attention's hidden _variant, attention.h): 0 per shape (the
 # default), 1 persist (the fixed block persistent), 2 bm128 (the 128-row overlapped block),
-# 3 persist_bm128, 4 fixed (the block every shape ran before issue 27).
-VARIANTS = [0, 1, 2, 3, 4]
-SCHEDULES = {"persist": 1, "bm128": 2, "persist_bm128": 3, "fixed": 4}
+# 3 persist_bm128, 4 fixed (the block every shape ran before issue 27), 5 persist_lookahead
+# (persist_bm128 with two S tiles per consumer; head_dim 64 only, refused at 128:
+# test_attention_args.py).
+VARIANTS = [0, 1, 2, 3, 4, 5]
+SCHEDULES = {"persist": 1, "bm128": 2, "persist_bm128": 3, "fixed": 4, "persist_lookahead": 5}
+LOOKAHEAD = 5
+# (variant, head_dim) for every variant at every head_dim it takes
+VARIANT_HEAD_DIMS = [(v, d) for v in VARIANTS for d in (64, 128) if v != LOOKAHEAD or d == 64]
 
 
 def run_variant(q, k, v, dtype, variant, causal=False, scale=None):
@@ -128,9 +133,8 @@ def run_variant(q, k, v, dtype, variant, causal=False, scale=None):
 
 
 @hopper
-@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("variant, head_dim", VARIANT_HEAD_DIMS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("head_dim", [64, 128])
 @pytest.mark.parametrize("seq", [1, 127, 129, 193, 385, 1000])
 @pytest.mark.parametrize("causal", [False, True])
 def test_variant_matches_reference(variant, dtype, head_dim, seq, causal):
@@ -142,8 +146,7 @@ def test_variant_matches_reference(variant, dtype, head_dim, seq, causal):
 
 
 @hopper
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("variant, head_dim", VARIANT_HEAD_DIMS)
 @pytest.mark.parametrize("causal", [False, True])
 def test_variant_many_items_per_block(variant, head_dim, causal):
     """More work items than SMs: a persistent block runs two to four (query tile, head, batch)
@@ -155,8 +158,7 @@ def test_variant_many_items_per_block(variant, head_dim, causal):
 
 
 @hopper
-@pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize("head_dim", [64, 128])
+@pytest.mark.parametrize("variant, head_dim", VARIANT_HEAD_DIMS)
 @pytest.mark.parametrize("causal", [False, True])
 def test_variant_peaked_scores(variant, head_dim, causal):
     q, k, v = inputs((1, 4, 300, head_dim), "float16", spread=6.0)
@@ -169,6 +171,18 @@ def test_variant_strided_inputs_and_output(variant):
     (q, k, v), views, out_mem, out = bnhd_case(2, 200, 3, 64)
     _C._attention(*views, out, impl="flash_wgmma", causal=True, _variant=variant)
     check(out_mem.numpy().transpose(0, 2, 1, 3), q, k, v, "float16", True)
+
+
+@hopper
+@pytest.mark.parametrize("seq", [255, 256, 257, 640, 769])
+@pytest.mark.parametrize("causal", [False, True])
+def test_lookahead_every_tile_count(seq, causal):
+    """persist_lookahead runs its key tiles in pairs (S alternating between two register
+    arrays), with the last tile apart: an item of 1 to 7 tiles ends in either array, and (causal)
+    a block's items differ in their counts, so the K/V ring's stage and parity start anywhere.
+    2·40 heads: 160 to 560 items of 128 rows, one to five per block on 132 SMs."""
+    q, k, v = inputs((2, 40, seq, 64), "bfloat16")
+    check(run_variant(q, k, v, "bfloat16", LOOKAHEAD, causal), q, k, v, "bfloat16", causal)
 
 
 @hopper

@@ -30,10 +30,10 @@ def test_flops_halved_when_causal():
 def test_variants_by_name():
     assert grid.parse_variants("gp, cudnn") == ["gp", "cudnn"]
     assert grid.GP_VARIANTS == {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2,
-                                "gp_persist_bm128": 3}
-    # the default list: the per-shape choice, the old fixed block, the other three, the peers
-    assert grid.NAMES == ("gp", "gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128", "cudnn",
-                          "fa2")
+                                "gp_persist_bm128": 3, "gp_persist_lookahead": 5}
+    # the default list: the per-shape choice, the old fixed block, the other four, the peers
+    assert grid.NAMES == ("gp", "gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128",
+                          "gp_persist_lookahead", "cudnn", "fa2")
     assert grid.parse_args([]).variants == list(grid.NAMES)
     with pytest.raises(ValueError, match=r"unknown \['gp_v9'\]"):
         grid.parse_variants("gp,gp_v9")
@@ -65,10 +65,22 @@ def test_ratio_table_and_summary():
 def test_the_schedule_of_each_variant():
     assert grid.schedule_of("cudnn", (1, 1, 512, 64), False) is None
     assert [grid.schedule_of(v, (1, 1, 512, 64), False) for v in
-            ("gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128")] == \
-        ["fixed", "persist", "bm128", "persist_bm128"]
+            ("gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128", "gp_persist_lookahead")] == \
+        ["fixed", "persist", "bm128", "persist_bm128", "persist_lookahead"]
     rows = grid.add_ratios([{**row("gp", 400.0), "schedule": "persist"}, row("cudnn", 460.0)])
     assert grid.table_rows(rows)[0][4] == "persist"
+
+
+def test_the_lookahead_variant_skips_head_dim_128():
+    """gp_persist_lookahead exists at head_dim 64 only: at 128 its row is skipped before any
+    device work (a skipped row does not fail the run), at 64 it is not."""
+    import types
+
+    case = types.SimpleNamespace(shape=(1, 2, 512, 128), dtype="bfloat16", torch=None)
+    r = grid.run_one("gp_persist_lookahead", case, True, 0.1)
+    assert r["status"] == "skipped: head_dim 128" and r["schedule"] == "persist_lookahead"
+    assert "skipped" in grid.table_rows(grid.add_ratios([r]))[0][5]
+    assert grid.HEAD_DIMS == {"gp_persist_lookahead": (64,)}
 
 
 def test_quick_holds_the_worst_shapes_and_the_rule_s_edges():
@@ -83,7 +95,7 @@ def test_quick_holds_the_worst_shapes_and_the_rule_s_edges():
         assert case in quick
     picked = {_C._attention_wgmma_schedule(shape, causal, sms=132) for shape, _, causal in quick}
     assert picked == {"persist", "persist_bm128", "bm128", "fixed"}
-    assert len(quick) <= 14  # with 7 implementations, about a minute on an H200
+    assert len(quick) <= 14  # with 8 implementations, about a minute and a half on an H200
 
 
 def test_checked_rows():
