@@ -447,6 +447,8 @@ consume_item(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, uint64
         wgmma_wait<0>();
         pin(c.s);
         mbar_arrive(&bar.k_empty[stage(g0)]);
+        // Ends in last() only (n_tiles >= 1 as seq >= 1): a loop condition would add an exit
+        // path with a P·V in flight, on which ptxas serializes every wgmma (C7514).
         for (int j = 0;; j += 2) { // S_j in c.s
             if (j + 1 == n_tiles) {
                 last(j, c.s);
