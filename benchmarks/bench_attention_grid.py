@@ -103,7 +103,14 @@ def parse_args(argv=None):
     p.add_argument("--variants", default=",".join(NAMES), help=f"comma list of {', '.join(NAMES)}")
     p.add_argument("--max-time", type=float, default=0.4, help="seconds per timing at most")
     p.add_argument("--output", default=None, help="JSON file for the results")
+    p.add_argument("--head-dims", default="64,128", help="comma list of head_dims to run (64, 128)")
     args = p.parse_args(argv)
+    try:
+        args.head_dims = tuple(int(x) for x in args.head_dims.split(",") if x.strip())
+    except ValueError:
+        args.head_dims = ()
+    if not args.head_dims or any(d not in (64, 128) for d in args.head_dims):
+        p.error("--head-dims: a comma list of 64 and 128")
     try:
         args.variants = parse_variants(args.variants)
     except ValueError as exc:
@@ -340,7 +347,7 @@ def main(argv=None):
         torch = None
     if torch is None and any(v in SDPA for v in args.variants):
         print("bench_attention_grid.py: torch with CUDA is missing; SDPA rows are skipped", file=sys.stderr)
-    cases = grid_cases(args.quick)
+    cases = [c for c in grid_cases(args.quick) if c[0][3] in args.head_dims]
     started, smi_start = time.time(), nvidia_smi_clock()
     rows, current = [], None
     for i, (shape, dtype, causal) in enumerate(cases):
@@ -358,7 +365,8 @@ def main(argv=None):
     for r in rows:
         del r["case"]
     info = gp.device_info(0)
-    config = {"variants": args.variants, "quick": args.quick, "max_time": args.max_time,
+    config = {"variants": args.variants, "quick": args.quick, "head_dims": list(args.head_dims),
+              "max_time": args.max_time,
               "device": info.to_dict(), "torch": torch.__version__ if torch else None,
               "peak_tflops": PEAK_TFLOPS, "nvidia_smi_sm_clock_start": smi_start,
               "nvidia_smi_sm_clock_end": nvidia_smi_clock(), "seconds": time.time() - started,

@@ -39,6 +39,11 @@ def test_variants_by_name():
         grid.parse_variants("gp,gp_v9")
     with pytest.raises(SystemExit):
         grid.parse_args(["--variants", ""])
+    assert grid.parse_args([]).head_dims == (64, 128)
+    assert grid.parse_args(["--head-dims", "64"]).head_dims == (64,)
+    for bad in ("", "32", "64,x"):
+        with pytest.raises(SystemExit):
+            grid.parse_args(["--head-dims", bad])
 
 
 def row(impl, tflops, case=((1, 1, 512, 64), "bfloat16", False), status="ok"):
