@@ -188,6 +188,14 @@ def flags_key(*parts):
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
+def link_depends(ext):
+    """Adds the objects that the extension links but does not compile itself (the kernels,
+    libcudart_static.a, glibc's libraries) to its depends: setuptools relinks the module only when
+    a source or a depend is newer than it, so a kernel that changed alone was compiled again and
+    never linked in (the module kept the old kernel, silently)."""
+    ext.depends = [*ext.depends, *(o for o in ext.extra_objects if o not in ext.depends)]
+
+
 class BuildExt(build_ext):
     """Compile kernels/**/*.cu with nvcc and csrc/**/*.c with the C compiler, each in parallel and
     only where an object is out of date, then link them into the C extension."""
@@ -212,6 +220,7 @@ class BuildExt(build_ext):
         self.glibc = None
         if os.environ.get("GPUPROFILE_GLIBC"):
             self.link_for_glibc(ext, parse_glibc(os.environ["GPUPROFILE_GLIBC"]))
+        link_depends(ext)
         self.compile_changed_only()
         super().build_extensions()
 
