@@ -40,8 +40,8 @@
 //       store), for both blocks above, and the 128-row overlapped block at head_dim 64
 //       (persistent or not). The schedule is chosen per shape (gp_attn_flash_wgmma_schedule,
 //       NOTES.md); _variant 1-4 of _C._attention force one (attention.h).
-//   v4  issue 27, unmeasured (_variant 5, persist_lookahead; never chosen per shape): head_dim 64,
-//       the persistent 128-row block with two S tiles per consumer: S_(j+1) = Q·K_(j+1)ᵀ is issued
+//   v4  issue 27 (_variant 5, persist_lookahead; since 2026-11-26 what most head_dim 64 shapes
+//       run): the persistent 128-row block with two S tiles per consumer: S_(j+1) = Q·K_(j+1)ᵀ is issued
 //       before the softmax of S_j, then P_j·V_j, so the tensor pipe has both of those products
 //       (Q·K_(j+1)ᵀ and P_(j-1)·V_(j-1)) to run while the exponentials of tile j do (FA3's
 //       intra-warpgroup overlap one tile deeper than overlapped; NOTES.md has the floors and the
@@ -909,38 +909,49 @@ gp_attn_flash_wgmma_runnable(void)
 }
 
 // The schedule of _variant 0 (what impl="auto" and impl="flash_wgmma" run), per shape, from
-// issue 27's grid on an H200 (kernels/attention/NOTES.md, "Schedule per shape": every ratio to
-// cuDNN behind these thresholds). head_dim 64:
-//   N <= 1024: persistent; with few key tiles per block its start (the Q load) and end (the O
-//     store) weigh, and a persistent block overlaps them with its next item (non-causal 0.74-0.82
-//     of cuDNN fixed, 0.88-0.90 persist); causal with 128-row blocks (0.70-0.73 fixed, 0.84 and
-//     0.81 persist, 0.88 and 0.87 persist_bm128);
-//   N <= 4096: persist (0.96-0.97 against 0.87-0.91 at 2048, 0.93-0.94 against 0.92 at 4096
-//     non-causal), except causal above 2048, where fixed stays ahead (0.90 against 0.88-0.89);
-//   longer: fixed (0.95-1.01, the best), unless its 192-row blocks would take more than
+// issue 27's grids on an H200 and an H100 (kernels/attention/NOTES.md, "Schedule per shape":
+// every ratio to cuDNN behind these choices). head_dim 64:
+//   non-causal: persist_lookahead (two S tiles per consumer, v4) at every length: the best or
+//     within 0.01 of it on every full grid shape, N = 512 to 16384 (H200: 0.96-1.06 of cuDNN, the
+//     192-row block 0.74-1.04), unless the fixed 192-row blocks fill this many SMs' waves far
+//     better than 128-row ones, by more than 1/kFixedWaves (makespan_ratio): (1, 3, 8192) is 129
+//     blocks in one wave against 192 in two, 0.75 (fixed 1.30, persist_lookahead 1.00).
+//   causal N <= 1024: persist_lookahead (H200 0.93-0.95 against persist_bm128's 0.87-0.90; on
+//     the H100 all 128-row schedules read 0.79-0.81 there);
+//   causal N <= 2048: persist; longer: fixed, unless its 192-row blocks would take more than
 //     kBm128Speed times as long as 128-row blocks on this many SMs (makespan_ratio: blocks in
-//     launch order, causal ones weighed by their key tiles): then bm128. Where both fill their
-//     waves the 192-row block does a row's key tile 1.10-1.23 times as fast (fixed against
-//     bm128 over their makespans on the grid's long shapes), so bm128 must win by more than
-//     that. (1, 1, 16384): one wave of 86 blocks against one of 128, 1.5 (bm128 0.83-0.84 of
-//     cuDNN against fixed 0.68-0.69); (1, 3, 8192) causal: one wave either way, the heaviest
-//     block 192 against 128 rows, 1.5 (bm128 1.14, fixed 0.94); non-causal 129 blocks in one
-//     wave against 192 in two, 0.75 (fixed 1.30, bm128 0.84).
+//     launch order, causal ones weighed by their key tiles): then 128-row blocks, persistent
+//     with two S tiles where each gets one item (128-row items <= SMs: (1, 1, 16384), 1.04 against
+//     bm128's 0.85), else bm128 (blocks handed out as SMs free balance unequal causal items
+//     better than the static stride: (1, 3, 8192) 1.15 against 1.07). Where both fill their waves
+//     the 192-row block does a row's key tile 1.10-1.23 times as fast as bm128, so 128 rows
+//     must win by more than that. At causal 2048 and 4096 the H200 measured persist_lookahead
+//     ahead (0.96-0.98 against 0.91-0.93), the H100 behind at 4096 (0.85 against fixed 0.90 and
+//     persist 0.91): its causal items run heaviest first across all heads, so each key tile is
+//     read from DRAM once per query tile, and the H100 has 30 % less DRAM bandwidth.
 // head_dim 128: persist for non-causal N <= 512 (0.84 against 0.74-0.75), else fixed (the
 // 128-row block, as fast as or faster than every other there). sms: the device's SM count.
 extern "C" int
 gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 {
-    constexpr double kBm128Speed = 1.25;
+    constexpr double kBm128Speed = 1.25, kFixedWaves = 0.9;
     const int n = p->seq;
     if (p->head_dim != 64)
         return n <= 512 && !p->causal ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
+    if (!p->causal) {
+        if (sms > 0 && gp_attn::makespan_ratio(p, sms, kFixedWaves) < kFixedWaves)
+            return GP_ATTN_WGMMA_FIXED;
+        return GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
+    }
     if (n <= 1024)
-        return p->causal ? GP_ATTN_WGMMA_PERSIST_BM128 : GP_ATTN_WGMMA_PERSIST;
-    if (n <= 2048 || (n <= 4096 && !p->causal))
+        return GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
+    if (n <= 2048)
         return GP_ATTN_WGMMA_PERSIST;
-    if (sms > 0 && gp_attn::makespan_ratio(p, sms, kBm128Speed) > kBm128Speed)
-        return GP_ATTN_WGMMA_BM128;
+    if (sms > 0 && gp_attn::makespan_ratio(p, sms, kBm128Speed) > kBm128Speed) {
+        const int64_t items128 =
+            (int64_t)((n + gp_attn::kBN - 1) / gp_attn::kBN) * p->batch * p->heads;
+        return items128 <= sms ? GP_ATTN_WGMMA_PERSIST_LOOKAHEAD : GP_ATTN_WGMMA_BM128;
+    }
     return GP_ATTN_WGMMA_FIXED;
 }
 
