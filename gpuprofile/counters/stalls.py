@@ -205,13 +205,17 @@ def stalls(fn, *args, period: int | None = None, max_pcs: int = 4096, source_lin
     lines_of = _C._sass_to_source if source_lines else None
     kernels = breakdown(sampler.reasons, sampler.pcs, lines_of)
     if not kernels and totals["total_samples"] and totals["non_user_samples"] == totals["total_samples"]:
-        # Seen on an H200 with CUDA 13.0: once CUPTI's range profiler has collected counters on
-        # a kernel in this process, PC sampling files every sample of it as a non-user kernel's.
+        # Seen with CUDA 13.0 on an H200 and an H100 (2026-11-26): once CUPTI's range profiler
+        # has collected counters on a kernel in this process, and also in a second stalls() of a
+        # kernel first launched after the first stalls() ended (probably because CUDA loads a
+        # kernel lazily, at its first launch, here between the two PC sampling sessions), PC
+        # sampling files every sample of it as a non-user kernel's.
         raise _C.GpuProfileError(
             f"PC sampling took {totals['total_samples']} samples, but CUPTI filed all of them as "
             "non-user kernels', so there is no breakdown to report. This happens to kernels whose "
             "hardware counters were collected earlier in this process (gpuprofile.metrics() or "
-            "region(metrics=...)). Run stalls() before collecting counters, or in a fresh process.")
+            "region(metrics=...)), and to kernels first launched after an earlier stalls() in "
+            "this process ended. Run stalls() first, once per process, or in a fresh process.")
     if source_lines and kernels and not any(k.lines for k in kernels):
         notes.append("no source lines: the kernels' modules loaded before cubin capture started "
                      "(call gpuprofile.capture_cubins() earlier) or lack -lineinfo")
