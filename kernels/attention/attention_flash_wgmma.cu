@@ -912,7 +912,7 @@ gp_attn_flash_wgmma_runnable(void)
 // issue 27's grids on an H200 and an H100 (kernels/attention/NOTES.md, "Schedule per shape":
 // every ratio to cuDNN behind these choices). head_dim 64:
 //   non-causal: persist_lookahead (two S tiles per consumer, v4) at every length: the best or
-//     within 0.01 of it on every full grid shape, N = 512 to 16384 (H200: 0.96-1.06 of cuDNN, the
+//     within 0.02 of it on every full grid shape, N = 512 to 16384 (H200: 0.95-1.06 of cuDNN, the
 //     192-row block 0.74-1.04), unless the fixed 192-row blocks fill this many SMs' waves far
 //     better than 128-row ones, by more than 1/kFixedWaves (makespan_ratio): (1, 3, 8192) is 129
 //     blocks in one wave against 192 in two, 0.75 (fixed 1.30, persist_lookahead 1.00).
