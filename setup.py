@@ -188,12 +188,16 @@ def flags_key(*parts):
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def link_depends(ext):
-    """Adds the objects that the extension links but does not compile itself (the kernels,
-    libcudart_static.a, glibc's libraries) to its depends: setuptools relinks the module only when
-    a source or a depend is newer than it, so a kernel that changed alone was compiled again and
-    never linked in (the module kept the old kernel, silently)."""
-    ext.depends = [*ext.depends, *(o for o in ext.extra_objects if o not in ext.depends)]
+def drop_stale_module(library, objects):
+    """Removes the built module when an object it links but does not compile itself (a kernel,
+    libcudart_static.a) is newer, so that setuptools links it again: setuptools relinks only when
+    a source or a depend is newer than the module, and the objects cannot be depends (it passes
+    those to every C compile as headers, which would rebuild all C sources after any kernel).
+    Without this a kernel that changed alone was compiled and never linked in. True if removed."""
+    if os.path.exists(library) and not up_to_date(library, objects):
+        os.remove(library)
+        return True
+    return False
 
 
 class BuildExt(build_ext):
@@ -220,7 +224,6 @@ class BuildExt(build_ext):
         self.glibc = None
         if os.environ.get("GPUPROFILE_GLIBC"):
             self.link_for_glibc(ext, parse_glibc(os.environ["GPUPROFILE_GLIBC"]))
-        link_depends(ext)
         self.compile_changed_only()
         super().build_extensions()
 
@@ -267,8 +270,9 @@ class BuildExt(build_ext):
         self.compiler.compile = compile_changed
 
     def build_extension(self, ext):
-        super().build_extension(ext)
         library = self.get_ext_fullpath(ext.name)
+        drop_stale_module(library, ext.extra_objects)
+        super().build_extension(ext)
         undefined = undefined_own_symbols(library)
         if undefined is None:
             print("gpuprofile: warning: nm not found; undefined symbols of the module not checked",

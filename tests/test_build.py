@@ -83,26 +83,19 @@ def test_only_changed_sources_are_compiled(setup_py, tmp_path):
 
 
 def test_a_changed_kernel_object_relinks_the_module(setup_py, tmp_path):
-    """setuptools skips the link unless a source or a depend is newer than the module; the kernel
-    objects are neither unless link_depends adds them (a kernel changed alone used to be compiled
-    and never linked in)."""
-    from setuptools import Extension
-    try:
-        from setuptools.modified import newer_group  # what build_ext asks, setuptools >= 69
-    except ImportError:
-        from setuptools._distutils.dep_util import newer_group
-
-    src = _file(tmp_path / "a.c", 1000)
+    """setuptools skips the link unless a source or a depend is newer than the module; a kernel
+    object newer than the module removes it, so the link runs (a kernel changed alone used to be
+    compiled and never linked in). The objects are not depends: those reach every C compile."""
     kernel = _file(tmp_path / "k.cu.o", 1000)
-    module = _file(tmp_path / "_C.so", 2000)
-    ext = Extension("_C", sources=[src], depends=[], extra_objects=[kernel])
-    setup_py.link_depends(ext)
-    assert ext.depends == [kernel]
-    assert not newer_group(ext.sources + ext.depends, module)
+    runtime = _file(tmp_path / "libcudart_static.a", 500)
+    module = tmp_path / "_C.so"
+    assert not setup_py.drop_stale_module(str(module), [kernel, runtime])  # not built yet
+    _file(module, 2000)
+    assert not setup_py.drop_stale_module(str(module), [kernel, runtime])
+    assert module.exists()
     os.utime(kernel, (3000, 3000))  # the kernel was compiled again
-    assert newer_group(ext.sources + ext.depends, module)
-    setup_py.link_depends(ext)
-    assert ext.depends == [kernel]  # added once
+    assert setup_py.drop_stale_module(str(module), [kernel, runtime])
+    assert not module.exists()
 
 
 def test_builds_use_a_persistent_folder_unless_told(setup_py):
