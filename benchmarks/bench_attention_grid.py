@@ -97,6 +97,13 @@ def parse_variants(text):
     return names
 
 
+def parse_head_dims(text):
+    dims = [s.strip() for s in text.split(",") if s.strip()]
+    if not dims or any(d not in ("64", "128") for d in dims):
+        raise ValueError(f"--head-dims: a comma list of 64 and 128, got {text!r}")
+    return tuple(int(d) for d in dims)
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="only the worst shapes (about a minute)")
@@ -106,13 +113,8 @@ def parse_args(argv=None):
     p.add_argument("--head-dims", default="64,128", help="comma list of head_dims to run (64, 128)")
     args = p.parse_args(argv)
     try:
-        args.head_dims = tuple(int(x) for x in args.head_dims.split(",") if x.strip())
-    except ValueError:
-        args.head_dims = ()
-    if not args.head_dims or any(d not in (64, 128) for d in args.head_dims):
-        p.error("--head-dims: a comma list of 64 and 128")
-    try:
         args.variants = parse_variants(args.variants)
+        args.head_dims = parse_head_dims(args.head_dims)
     except ValueError as exc:
         p.error(str(exc))
     if not args.max_time > 0:

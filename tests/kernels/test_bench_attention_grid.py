@@ -44,6 +44,8 @@ def test_variants_by_name():
     for bad in ("", "32", "64,x"):
         with pytest.raises(SystemExit):
             grid.parse_args(["--head-dims", bad])
+        with pytest.raises(ValueError, match=f"a comma list of 64 and 128, got {bad!r}"):
+            grid.parse_head_dims(bad)
 
 
 def row(impl, tflops, case=((1, 1, 512, 64), "bfloat16", False), status="ok"):
