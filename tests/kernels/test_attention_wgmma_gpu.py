@@ -205,15 +205,6 @@ def test_the_default_runs_the_schedule_chosen_for_the_shape(shape, causal):
         check(got, q, k, v, "bfloat16", causal)
 
 
-def test_the_device_sm_count_gives_the_grid_choices():
-    """The device's SM count gives the same choice as the CPU tests' 132 where it has 132."""
-    if gp.device_count() == 0 or gp.device_info(0).sm_count != 132:
-        pytest.skip("needs a 132-SM device")
-    assert _C._attention_wgmma_schedule((1, 1, 16384, 64), False) == "bm128"
-    assert _C._attention_wgmma_schedule((1, 3, 8192, 64), False) == "fixed"
-    assert _C._attention_wgmma_schedule((1, 3, 8192, 64), True) == "bm128"
-
-
 @pytest.mark.skipif(_hopper(), reason="the refusal is for devices other than compute capability 9.0")
 def test_other_devices_are_refused_clearly():
     q, k, v = inputs((1, 1, 64, 64), "bfloat16")
