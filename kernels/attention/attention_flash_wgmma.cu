@@ -885,7 +885,7 @@ launch(const gp_attn_params &p, cudaStream_t stream)
 // The (batch, head) pairs per group of causal work items (work_item): as many as keep their K and
 // V within a quarter of the L2 (the rest holds Q, O and the other blocks' traffic), but at least
 // enough for two rounds of items over the grid, so that heaviest-first still balances the blocks.
-// GPUPROFILE_WGMMA_GROUP=0 (experiment knob) turns the grouping off: one group of every pair.
+// causal_group_all: one group of every pair (non-causal items, 192-row blocks, an L2 unknown).
 int
 causal_group_all(const gp_attn_params &p)
 {
@@ -896,20 +896,18 @@ causal_group_all(const gp_attn_params &p)
 int
 causal_group(const gp_attn_params &p, int m_tiles, int sms, int device)
 {
-    const int64_t bh = (int64_t)p.batch * p.heads;
-    const char *knob = getenv("GPUPROFILE_WGMMA_GROUP");
     int l2 = 0;
-    if (!p.causal || (knob != nullptr && strcmp(knob, "0") == 0) ||
-        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess || l2 <= 0) {
+    if (!p.causal || cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess ||
+        l2 <= 0) {
         (void)cudaGetLastError();
-        return bh > INT_MAX ? INT_MAX : (int)bh;
+        return causal_group_all(p);
     }
     const int64_t per_pair = 2 * (int64_t)p.seq * p.head_dim * 2; // K and V, 2-byte elements
-    int64_t g = (int64_t)l2 / 4 / per_pair;
     const int64_t for_balance = (2 * (int64_t)sms + m_tiles - 1) / m_tiles;
+    int64_t g = (int64_t)l2 / 4 / per_pair;
     g = g > for_balance ? g : for_balance;
-    g = g < bh ? g : bh;
-    return g < 1 ? 1 : (g > INT_MAX ? INT_MAX : (int)g);
+    g = g < causal_group_all(p) ? g : causal_group_all(p);
+    return g < 1 ? 1 : (int)g;
 }
 
 // The persistent kernel: as many blocks as SMs, or work items if fewer.
@@ -1079,42 +1077,40 @@ gp_attn_flash_wgmma_runnable(void)
 }
 
 // The schedule of _variant 0 (what impl="auto" and impl="flash_wgmma" run), per shape, from
-// issue 27's grids on an H200 and an H100 (kernels/attention/NOTES.md, "Schedule per shape":
-// every ratio to cuDNN behind these choices). head_dim 64:
-//   non-causal: persist_lookahead (two S tiles per consumer, v4) at every length: the best or
-//     within 0.02 of it on every full grid shape, N = 512 to 16384 (H200: 0.95-1.06 of cuDNN, the
-//     192-row block 0.74-1.04), unless the fixed 192-row blocks fill this many SMs' waves far
-//     better than 128-row ones, by more than 1/kFixedWaves (makespan_ratio): (1, 3, 8192) is 129
-//     blocks in one wave against 192 in two, 0.75 (fixed 1.30, persist_lookahead 1.00).
-//   causal N <= 1024: persist_lookahead (H200 0.93-0.95 against persist_bm128's 0.87-0.90; on
-//     the H100 all 128-row schedules read 0.79-0.81 there);
-//   causal N <= 2048: persist; longer: fixed, unless its 192-row blocks would take more than
+// issue 27's grids on an H100 with every schedule forced (2026-11-26, chained persistent items;
+// kernels/attention/NOTES.md, "Schedule per shape", has every ratio behind these choices).
+// head_dim 64:
+//   non-causal: persist (the 192-row block, persistent and chained) unless its items fill this
+//     many SMs' waves worse than 128-row items by kPersistWaves or more (makespan_ratio), then
+//     persist_lookahead (128 rows, two S tiles per consumer). Where both fill their waves alike
+//     the 192-row block does a row's key tile 5-8 % faster, so it wins at N >= 2048 (ratio 0.98-
+//     1.03: 0.99-1.05 of cuDNN against persist_lookahead's 0.97-1.01) and in (1, 3, 8192) (129
+//     items in one wave against 192 in two: 1.34 against 1.00), and loses at N <= 1024 (the
+//     192-row tiles pad 512 and 1024 to 576 and 1152 rows, ratio 1.125: 0.90-0.91 against
+//     0.94-0.96) and in (1, 1, 16384) (86 items against 128, one wave each: 0.71 against 1.00).
+//   causal N <= 8192: persist_lookahead, its items grouped by L2 (work_item): 0.81 at 512, 0.85
+//     at 1024, 0.90-0.91 at 2048 (persist 0.91-0.91), 1.01-1.03 at 4096, 1.02-1.05 at 8192
+//     (fixed 0.96-0.99); N = 16384: persist (1.03 and 0.98, fixed 0.98 and 0.99,
+//     persist_lookahead 1.02 and 0.96). Either unless the 192-row blocks would take more than
 //     kBm128Speed times as long as 128-row blocks on this many SMs (makespan_ratio: blocks in
 //     launch order, causal ones weighed by their key tiles): then 128-row blocks, persistent
-//     with two S tiles where each gets one item (128-row items <= SMs: (1, 1, 16384), 1.04 against
-//     bm128's 0.85), else bm128 (blocks handed out as SMs free balance unequal causal items
-//     better than the static stride: (1, 3, 8192) 1.15 against 1.07). Where both fill their waves
-//     the 192-row block does a row's key tile 1.10-1.23 times as fast as bm128, so 128 rows
-//     must win by more than that. At causal 2048 and 4096 the H200 measured persist_lookahead
-//     ahead (0.96-0.98 against 0.91-0.93), the H100 behind at 4096 (0.85 against fixed 0.90 and
-//     persist 0.91): its causal items run heaviest first across all heads, so each key tile is
-//     read from DRAM once per query tile, and the H100 has 30 % less DRAM bandwidth.
-// head_dim 128: persist for non-causal N <= 512 (0.84 against 0.74-0.75), else fixed (the
-// 128-row block, as fast as or faster than every other there). sms: the device's SM count.
+//     with two S tiles where each gets one item (128-row items <= SMs: (1, 1, 16384), 1.03),
+//     else bm128 (blocks handed out as SMs free balance unequal causal items better than the
+//     static stride: (1, 3, 8192) 1.14 against persist_lookahead's 1.05).
+// head_dim 128: persist (the 128-row block, persistent and chained) up to N = 1024, causal or
+//   not (0.79-0.93 of cuDNN against the fixed block's 0.73-0.87), else fixed (0.93-1.12 from
+//   2048, persist 0.88-1.03). sms: the device's SM count.
 extern "C" int
 gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 {
-    constexpr double kBm128Speed = 1.25, kFixedWaves = 0.9;
+    constexpr double kBm128Speed = 1.25, kPersistWaves = 1.05;
     const int n = p->seq;
     if (p->head_dim != 64)
-        return n <= 512 && !p->causal ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
-    if (!p->causal) {
-        if (sms > 0 && gp_attn::makespan_ratio(p, sms, kFixedWaves) < kFixedWaves)
-            return GP_ATTN_WGMMA_FIXED;
-        return GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
-    }
-    // This branch: causal items grouped for L2 (work_item), so persist_lookahead up to 4096
-    // (to be measured against main's persist at 2048 and fixed at 4096 on an H100).
+        return n <= 1024 ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
+    if (!p->causal)
+        return sms > 0 && gp_attn::makespan_ratio(p, sms, kPersistWaves) < kPersistWaves
+                   ? GP_ATTN_WGMMA_PERSIST
+                   : GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
     if (n <= 4096)
         return GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
     if (sms > 0 && gp_attn::makespan_ratio(p, sms, kBm128Speed) > kBm128Speed) {
@@ -1122,7 +1118,7 @@ gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
             (int64_t)((n + gp_attn::kBN - 1) / gp_attn::kBN) * p->batch * p->heads;
         return items128 <= sms ? GP_ATTN_WGMMA_PERSIST_LOOKAHEAD : GP_ATTN_WGMMA_BM128;
     }
-    return GP_ATTN_WGMMA_FIXED;
+    return n <= 8192 ? GP_ATTN_WGMMA_PERSIST_LOOKAHEAD : GP_ATTN_WGMMA_PERSIST;
 }
 
 extern "C" const char *
