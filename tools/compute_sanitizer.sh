@@ -3,7 +3,9 @@
 # compute-sanitizer's memcheck, racecheck and synccheck. Exit status 0 only if no tool reported
 # an error and every test passed. Logs: build/compute-sanitizer/<tool>[.<shard>].log (SHARDS=n splits
 # the tests over n sanitizer processes run at once: racecheck is slow); extra arguments go
-# to pytest (e.g. -x).
+# to pytest (e.g. -x). A -k EXPR of yours selects within what the script keeps: it is joined
+# to the script's own -k as "(EXPR) and not (left out)" (pytest would keep only the last -k).
+# Under a tool, loading the module and running a few flash_wgmma tests takes about three minutes.
 #
 # What runs, and what is left out:
 #   tests/kernels/test_attention_gpu.py   the attention kernels (naive, flash in both its versions,
@@ -57,13 +59,28 @@ run_one() {
         "$PYTHON" -m pytest -q -p no:cacheprovider "$@"
 }
 
+# a -k of the caller's, taken out of the arguments and joined to the script's own below
+user_k=""
+rest=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        -k) [ $# -ge 2 ] || { echo "compute_sanitizer.sh: -k needs an expression" >&2; exit 2; }
+            user_k=$2; shift 2 ;;
+        -k*) user_k=${1#-k}; shift ;;
+        *) rest+=("$1"); shift ;;
+    esac
+done
+set -- ${rest[@]+"${rest[@]}"}
+
 status=0
 for tool in $TOOLS; do
     skip=$SKIP
     [ "$tool" != memcheck ] && skip="$skip or 4097"
     echo "== compute-sanitizer --tool $tool ($SHARDS process(es))"
     # shellcheck disable=SC2086
-    select=(-m gpu $MODULES -k "not ($skip)")
+    keep="not ($skip)"
+    [ -n "$user_k" ] && keep="($user_k) and $keep"
+    select=(-m gpu $MODULES -k "$keep")
     if [ "$SHARDS" -le 1 ]; then
         run_one "$tool" "$OUT/$tool.log" "${select[@]}" "$@"
         codes=($?)
