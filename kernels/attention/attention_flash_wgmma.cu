@@ -502,28 +502,10 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
         }
         if constexpr (ring)
             mbar_arrive(&bar.v_empty[stage(g0 + n_tiles - 1)]); // as overlapped's last P·V
-    } else if constexpr (!PRE && !CHAIN) {
-        for (int j = 0; j < n_tiles; j++) {
-            const uint32_t gj = g0 + j;
-            const int s = stage(gj);
-            mbar_wait(&bar.k_full[s], parity(gj));
-            c.issue_qk(c.s, q, k0 + s * L::KV_BYTES);
-            wgmma_wait<0>();
-            pin(c.s);
-            mbar_arrive(&bar.k_empty[s]);
-            scores_ready(c.s, j);
-            c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
-            c.to_a(c.s);
-            mbar_wait(&bar.v_full[s], parity(gj));
-            c.issue_pv(v0 + s * L::KV_BYTES);
-            wgmma_wait<0>();
-            pin(c.o);
-            mbar_arrive(&bar.v_empty[s]);
-        }
     } else {
-        // Sequential, chained: the loop above with its first tile's S_0 already in flight and
-        // its last tile's P·V followed by the next item's S_0. FIRST and LAST are
-        // std::integral_constant<bool, ...>, so each of the three copies is straight code.
+        // Sequential: a tile's Q·Kᵀ, softmax and P·V, each waited for. Chained, the first tile's
+        // S_0 is already in flight and the last tile's P·V is followed by the next item's S_0.
+        // FIRST and LAST are std::integral_constant<bool, ...>, so each copy is straight code.
         auto tile = [&](int j, auto first, auto last) {
             const uint32_t gj = g0 + j;
             const int s = stage(gj);
@@ -551,7 +533,10 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
         };
         const std::true_type yes;
         const std::false_type no;
-        if (n_tiles == 1) {
+        if constexpr (!PRE && !CHAIN) {
+            for (int j = 0; j < n_tiles; j++)
+                tile(j, no, no);
+        } else if (n_tiles == 1) {
             tile(0, yes, yes);
         } else {
             tile(0, yes, no);
