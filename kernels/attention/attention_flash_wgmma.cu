@@ -453,12 +453,19 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
         // Q·Kᵀ of this item and waits with wait<0> (CHAIN: the next item's S_0, then wait<1>).
         // Every wait is unconditional within its step: ptxas serializes all wgmmas (C7513) when a
         // path through the branches could leave one in flight while its registers are rewritten.
-        auto middle = [&](int j, float(&cur)[C::NS], float(&nxt)[C::NS]) { // j + 1 < n_tiles
+        // A step of tile j; tag last (std::true_type): j = n_tiles - 1, no Q·K_(j+1)ᵀ, nxt unused.
+        auto step = [&](int j, float(&cur)[C::NS], float(&nxt)[C::NS], auto tag) {
+            constexpr bool LAST = decltype(tag)::value;
             const uint32_t gj = g0 + j;
-            mbar_wait(&bar.k_full[stage(gj + 1)], parity(gj + 1));
-            c.issue_qk(nxt, q, k0 + stage(gj + 1) * L::KV_BYTES);
+            if constexpr (!LAST) {
+                mbar_wait(&bar.k_full[stage(gj + 1)], parity(gj + 1));
+                c.issue_qk(nxt, q, k0 + stage(gj + 1) * L::KV_BYTES);
+            }
             scores_ready(cur, j); // Q·K_(j+1)ᵀ and P_(j-1)·V_(j-1) run meanwhile
-            wgmma_wait<1>();
+            if constexpr (LAST)
+                wgmma_wait<0>();
+            else
+                wgmma_wait<1>();
             pin(c.o);
             pin(c.pa);
             if (j > 0)
@@ -467,38 +474,30 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
             c.to_a(cur);
             mbar_wait(&bar.v_full[stage(gj)], parity(gj));
             c.issue_pv(v0 + stage(gj) * L::KV_BYTES);
-            wgmma_wait<1>(); // S_(j+1); P_j·V_j may still run
-            pin(nxt);
-            mbar_arrive(&bar.k_empty[stage(gj + 1)]);
+            if constexpr (LAST) {
+                finish_last_pv();
+            } else {
+                wgmma_wait<1>(); // S_(j+1); P_j·V_j may still run
+                pin(nxt);
+                mbar_arrive(&bar.k_empty[stage(gj + 1)]);
+            }
         };
-        auto last = [&](int j, float(&cur)[C::NS]) { // j = n_tiles - 1
-            const uint32_t gj = g0 + j;
-            scores_ready(cur, j);
-            wgmma_wait<0>();
-            pin(c.o);
-            pin(c.pa);
-            if (j > 0)
-                mbar_arrive(&bar.v_empty[stage(gj - 1)]);
-            c.template rescale<B::skip_unchanged_rescale>(alpha, sum);
-            c.to_a(cur);
-            mbar_wait(&bar.v_full[stage(gj)], parity(gj));
-            c.issue_pv(v0 + stage(gj) * L::KV_BYTES);
-            finish_last_pv();
-        };
+        const std::true_type last;
+        const std::false_type middle;
         first_scores();
-        // Ends in last() only (n_tiles >= 1 as seq >= 1): a loop condition would add an exit
+        // Ends in a last step only (n_tiles >= 1 as seq >= 1): a loop condition would add an exit
         // path with a P·V in flight, on which ptxas serializes every wgmma (C7514).
         for (int j = 0;; j += 2) { // S_j in c.s
             if (j + 1 == n_tiles) {
-                last(j, c.s);
+                step(j, c.s, s1, last);
                 break;
             }
-            middle(j, c.s, s1);
+            step(j, c.s, s1, middle);
             if (j + 2 == n_tiles) {
-                last(j + 1, s1);
+                step(j + 1, s1, c.s, last);
                 break;
             }
-            middle(j + 1, s1, c.s);
+            step(j + 1, s1, c.s, middle);
         }
         if constexpr (ring)
             mbar_arrive(&bar.v_empty[stage(g0 + n_tiles - 1)]); // as overlapped's last P·V
