@@ -22,7 +22,9 @@ times where CUPTI is usable, else CUDA events; the median), after its output was
 the float64 reference (every row of the first and last (batch, head) up to N = 4096; beyond, their
 first 512 rows, and for non-causal also the last 512). TFLOP/s count 4·B·H·N²·D FLOPs (halved
 when causal); % is of 989 TFLOP/s (H100 SXM dense fp16/bf16); the SM clock is gpuprofile's
-reading before and after each timing. Prints a table, writes JSON (--output).
+reading before and after each timing, and a row whose clock is more than 5 % off cuDNN's on the
+same case is marked "!" (its ratio compares different clocks; clock_vs_cudnn in the JSON). Prints
+a table, writes JSON (--output).
 """
 
 from __future__ import annotations
@@ -129,13 +131,35 @@ COLUMNS = ["shape (B,H,N,D)", "dtype", "causal", "impl", "schedule", "ms", "TFLO
 SCHEDULES = {v: k[3:] for k, v in GP_VARIANTS.items() if v}  # forced _variant -> schedule name
 
 
+# A row whose SM clock (the mean of its readings before and after the timing) is this far from
+# cuDNN's on the same case is marked: its ratio compares timings at different clocks. An H100
+# that throttled to 870-1350 MHz mid-grid gave ratios from 0.59 to 1.82 (2026-11-26,
+# docs/results/attention_grid_throttled_h100_2026-11-26.txt); a sound grid marks a few rows at
+# most, where one kernel draws more power than the other (then the clock is part of the result).
+CLOCK_TOLERANCE = 0.05
+
+
+def mean_clock(r):
+    clocks = [c for c in (r.get("sm_mhz_start"), r.get("sm_mhz_end")) if c]
+    return sum(clocks) / len(clocks) if clocks else None
+
+
 def add_ratios(rows):
-    """Each row's TFLOP/s against cuDNN's on the same case (None where either is missing)."""
-    cudnn = {r["case"]: r["tflops"] for r in rows if r["impl"] == "cudnn" and r.get("tflops")}
+    """Each row's TFLOP/s and SM clock against cuDNN's on the same case: vs_cudnn and
+    clock_vs_cudnn (None where either is missing)."""
+    cudnn = {r["case"]: r for r in rows if r["impl"] == "cudnn" and r.get("tflops")}
     for r in rows:
         base = cudnn.get(r["case"])
-        r["vs_cudnn"] = r["tflops"] / base if base and r.get("tflops") else None
+        r["vs_cudnn"] = r["tflops"] / base["tflops"] if base and r.get("tflops") else None
+        mine, theirs = mean_clock(r), base and mean_clock(base)
+        r["clock_vs_cudnn"] = mine / theirs if mine and theirs else None
     return rows
+
+
+def clock_off(r):
+    """Whether the row's SM clock is more than CLOCK_TOLERANCE off cuDNN's on its case."""
+    x = r.get("clock_vs_cudnn")
+    return x is not None and abs(x - 1.0) > CLOCK_TOLERANCE
 
 
 def table_rows(rows):
@@ -148,19 +172,31 @@ def table_rows(rows):
             continue
         clocks = [c for c in (r.get("sm_mhz_start"), r.get("sm_mhz_end")) if c]
         mhz = f"{min(clocks):.0f}-{max(clocks):.0f}" if clocks else None
+        if mhz and clock_off(r):
+            mhz += " !"
         out.append(head + [r["median_ms"], r["tflops"], r["pct_989"], r["vs_cudnn"], mhz])
     return out
 
 
 def summary(rows):
-    """Per impl: the cases it ran, how many at or above cuDNN, and the worst and median ratio."""
+    """Per impl: the cases it ran, how many at or above cuDNN, the worst and median ratio, and
+    how many of those ratios compare different SM clocks (marked ! in the table)."""
     lines = []
     for impl in dict.fromkeys(r["impl"] for r in rows):
-        ratios = [r["vs_cudnn"] for r in rows if r["impl"] == impl and r.get("vs_cudnn")]
+        mine = [r for r in rows if r["impl"] == impl and r.get("vs_cudnn")]
+        ratios = [r["vs_cudnn"] for r in mine]
         if impl == "cudnn" or not ratios:
             continue
+        off = sum(clock_off(r) for r in mine)
         lines.append(f"{impl}: >= cuDNN on {sum(x >= 1.0 for x in ratios)}/{len(ratios)} cases, "
-                     f"worst {min(ratios):.3f}, median {float(np.median(ratios)):.3f}")
+                     f"worst {min(ratios):.3f}, median {float(np.median(ratios)):.3f}"
+                     + (f", {off} at an SM clock more than {CLOCK_TOLERANCE:.0%} off cuDNN's (!)"
+                        if off else ""))
+    if any(clock_off(r) for r in rows):
+        lines.append(f"!: the row's SM clock (mean of the readings before and after its timing) is "
+                     f"more than {CLOCK_TOLERANCE:.0%} off cuDNN's on the same case: its ratio "
+                     f"compares different clocks (a throttling GPU, or one kernel drawing more "
+                     f"power than the other)")
     return lines
 
 

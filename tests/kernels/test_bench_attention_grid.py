@@ -69,6 +69,32 @@ def test_ratio_table_and_summary():
                                   "gp_persist: >= cuDNN on 1/1 cases, worst 1.043, median 1.043"]
 
 
+def test_rows_at_another_sm_clock_than_cudnn_are_marked():
+    """A row whose mean SM clock is more than 5 % off cuDNN's on its case: '!' in the table, a
+    count in the summary, and a legend (a throttled H100 read 870-1350 MHz, 2026-11-26)."""
+    def clocked(impl, tflops, start, end):
+        return {**row(impl, tflops), "sm_mhz_start": start, "sm_mhz_end": end}
+
+    rows = grid.add_ratios([clocked("gp", 400.0, 1425.0, 1980.0),      # mean 1702.5
+                            clocked("gp_fixed", 260.0, 1080.0, 1140.0),  # mean 1110: within 5 %
+                            clocked("gp_persist", 300.0, None, None),    # no reading: not marked
+                            clocked("cudnn", 290.0, 1080.0, 1110.0)])    # mean 1095
+    assert rows[0]["clock_vs_cudnn"] == pytest.approx(1702.5 / 1095)
+    assert rows[1]["clock_vs_cudnn"] == pytest.approx(1110 / 1095)
+    assert rows[2]["clock_vs_cudnn"] is None and rows[3]["clock_vs_cudnn"] == 1.0
+    assert [grid.clock_off(r) for r in rows] == [True, False, False, False]
+    table = grid.table_rows(rows)
+    assert [t[-1] for t in table] == ["1425-1980 !", "1080-1140", None, "1080-1110"]
+    lines = grid.summary(rows)
+    assert lines[0] == ("gp: >= cuDNN on 1/1 cases, worst 1.379, median 1.379, 1 at an SM clock "
+                        "more than 5% off cuDNN's (!)")
+    assert lines[1].startswith("gp_fixed: >= cuDNN on 0/1 cases") and "(!)" not in lines[1]
+    assert lines[-1].startswith("!: the row's SM clock")
+    # cuDNN without a clock reading: nothing to compare with
+    bare = grid.add_ratios([clocked("gp", 400.0, 1425.0, 1980.0), clocked("cudnn", 290.0, None, None)])
+    assert bare[0]["clock_vs_cudnn"] is None and not any(grid.clock_off(r) for r in bare)
+
+
 def test_the_schedule_of_each_variant():
     assert grid.schedule_of("cudnn", (1, 1, 512, 64), False) is None
     assert [grid.schedule_of(v, (1, 1, 512, 64), False) for v in
