@@ -1073,7 +1073,7 @@ gp_attn_flash_wgmma_runnable(void)
 //     192-row tiles pad 512 and 1024 to 576 and 1152 rows, ratio 1.125: 0.90-0.91 against
 //     0.94-0.96) and in (1, 1, 16384) (86 items against 128, one wave each: 0.71 against 1.00).
 //   causal N <= 8192: persist_lookahead, its items grouped by L2 (work_item): 0.81 at 512, 0.85
-//     at 1024, 0.90-0.91 at 2048 (persist 0.91-0.91), 1.01-1.03 at 4096, 1.02-1.05 at 8192
+//     at 1024, 0.90-0.91 at 2048 (persist 0.91), 1.01-1.03 at 4096, 1.02-1.05 at 8192
 //     (fixed 0.96-0.99); N = 16384: persist (1.03 and 0.98, fixed 0.98 and 0.99,
 //     persist_lookahead 1.02 and 0.96). Either unless the 192-row blocks would take more than
 //     kBm128Speed times as long as 128-row blocks on this many SMs (makespan_ratio: blocks in
