@@ -1,6 +1,7 @@
 """benchmarks/bench_attention_counters.py's pure parts (arguments, the jobs, merging the children's
-results, the table) and its metric names, checked offline against GH100; its GPU run is the
-lead's (issue 27)."""
+results, the table) and its metric names, checked offline against GH100 (which loads CUPTI's
+perfworks host library: hence here, with the counters tests that tools/sanitize.sh runs without
+ASan); its GPU run is the lead's (issue 27)."""
 
 import pytest
 from scripts import load_benchmark
