@@ -26,8 +26,12 @@ import json
 import sys
 import time
 
-SCHEDULES = {"fixed": 4, "persist": 1, "bm128": 2, "persist_bm128": 3, "persist_lookahead": 5}
-HEAD_DIMS = {"persist_lookahead": (64,)}  # schedules that take only these head_dims
+from bench_attention_grid import GP_VARIANTS
+from bench_attention_grid import HEAD_DIMS as GRID_HEAD_DIMS
+
+# schedule name -> _variant, and the schedules that take only some head_dims: the grid's
+SCHEDULES = {name[3:]: v for name, v in GP_VARIANTS.items() if v}
+HEAD_DIMS = {name[3:]: dims for name, dims in GRID_HEAD_DIMS.items()}
 WHAT = ("metrics", "stalls")
 METRICS = ("gpu__time_duration.sum",
            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",

@@ -42,7 +42,7 @@ PEAK_TFLOPS = 989.0  # H100 SXM, dense fp16/bf16 tensor cores (datasheet)
 # name: _variant of _C._attention's impl="flash_wgmma" (attention.h, GP_ATTN_WGMMA_*): gp the
 # default (the schedule per shape, _C._attention_wgmma_schedule), gp_fixed the block every shape
 # ran before the per-shape choice, the others forced; gp_persist_lookahead (two S tiles per
-# consumer, the default for most head_dim 64 shapes since 2026-11-26) exists at head_dim 64 only.
+# consumer, the head_dim 64 default at N <= 1024 and causal N <= 8192) exists at head_dim 64 only.
 GP_VARIANTS = {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3,
                "gp_persist_lookahead": 5}
 HEAD_DIMS = {"gp_persist_lookahead": (64,)}  # variants that take only these head_dims
@@ -139,8 +139,13 @@ SCHEDULES = {v: k[3:] for k, v in GP_VARIANTS.items() if v}  # forced _variant -
 CLOCK_TOLERANCE = 0.05
 
 
+def clocks_of(r):
+    """The row's SM clock readings (before and after its timing) that were taken, in MHz."""
+    return [c for c in (r.get("sm_mhz_start"), r.get("sm_mhz_end")) if c]
+
+
 def mean_clock(r):
-    clocks = [c for c in (r.get("sm_mhz_start"), r.get("sm_mhz_end")) if c]
+    clocks = clocks_of(r)
     return sum(clocks) / len(clocks) if clocks else None
 
 
@@ -170,7 +175,7 @@ def table_rows(rows):
         if r.get("status") != "ok":
             out.append(head + [r.get("status", "")[:40], None, None, None, None])
             continue
-        clocks = [c for c in (r.get("sm_mhz_start"), r.get("sm_mhz_end")) if c]
+        clocks = clocks_of(r)
         mhz = f"{min(clocks):.0f}-{max(clocks):.0f}" if clocks else None
         if mhz and clock_off(r):
             mhz += " !"

@@ -40,14 +40,17 @@
 //       store), for both blocks above, and the 128-row overlapped block at head_dim 64
 //       (persistent or not). The schedule is chosen per shape (gp_attn_flash_wgmma_schedule,
 //       NOTES.md); _variant 1-4 of _C._attention force one (attention.h).
-//   v4  issue 27 (_variant 5, persist_lookahead; since 2026-11-26 what most head_dim 64 shapes
-//       run): the persistent 128-row block with two S tiles per consumer: S_(j+1) = Q·K_(j+1)ᵀ is issued
+//   v4  issue 27 (_variant 5, persist_lookahead; what head_dim 64 runs at N <= 1024 and causal
+//       N <= 8192): the persistent 128-row block with two S tiles per consumer: S_(j+1) = Q·K_(j+1)ᵀ is issued
 //       before the softmax of S_j, then P_j·V_j, so the tensor pipe has both of those products
 //       (Q·K_(j+1)ᵀ and P_(j-1)·V_(j-1)) to run while the exponentials of tile j do (FA3's
 //       intra-warpgroup overlap one tile deeper than overlapped; NOTES.md has the floors and the
 //       registers: 2·64 for S, 32 for O, 32 for P, within the 240 a 2-consumer thread has).
 //       The barriers' phases are those of overlapped (same tiles, same releases); only the order
 //       of the waits within a tile changed. head_dim 128 (O 64 registers) is refused.
+//   v5  issue 27: the persistent kernels but v4 chain their items (the next item's S_0 issued
+//       behind this item's last P·V, consume_item), and causal 128-row items go out in groups
+//       of heads whose K and V fit the L2, odd rounds of the stride backwards (work_item).
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
@@ -329,8 +332,8 @@ key_tiles(const gp_attn_params &p, int row_end)
 // The persistent kernel chains its items (v5): PRE, the item's S_0 = Q·K_0ᵀ was issued into c.s
 // before it started (by the block's prologue or the item before); CHAIN, the next item's S_0 (nx)
 // is issued behind this item's last P·V, so that Q·K_0ᵀ runs while this item waits for its P·V and
-// stores O, instead of after. c (and s1, the lookahead schedule's second S tile) outlive the item:
-// a wgmma in flight writes c.s across the items' boundary.
+// stores O, instead of after. Chained, c outlives the item: a wgmma in flight writes c.s across
+// the items' boundary.
 struct Next {
     uint32_t q;        // the next item's Q (this warpgroup's rows), a shared-memory address
     uint64_t *q_full;  // its Q buffer's full barrier
@@ -707,21 +710,20 @@ produce_persistent(const Args &a, uint8_t *smem, const PBarriers &bar)
 }
 
 // The persistent kernel's consumer: consume_item over the block's items; tile j of an item is the
-// block's tile g0 + j. Items are chained (consume_item): the prologue issues the first item's
-// S_0, each item the next one's, and the last item none, so the loop is left with no wgmma in
-// flight (an exit with one in flight makes ptxas serialize every wgmma, C7514).
+// block's tile g0 + j. Items are chained (consume_item), but persist_lookahead's: the prologue
+// issues the first item's S_0, each item the next one's, and the last item a dummy one, waited
+// for after the loop, so that every item runs the same code.
 template <typename T, int D, typename B, Schedule S>
 __device__ void
 consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
 {
     using L = Layout<D, B::BM, 2>;
     using C = Consumer<T, D, B::BM>;
-    // The lookahead schedule does not chain: measured on an H200 (2026-11-26) its tile loop ran
-    // up to 15 % slower in the chained kernel, where the others gained up to 12 %.
-    constexpr bool chain = S != Schedule::lookahead;
-    if constexpr (!chain) {
-        // Its consumer state lives per item: declared across the items (as chaining needs), the
-        // unchained tile loop ran 10 % slower on an H100 (2026-11-26, 3656 -> 4416 instructions).
+    // persist_lookahead does not chain, and its consumer state lives per item: declared across
+    // items, as chaining needs, ptxas schedules its tile loop differently (3656 -> 4416
+    // instructions), which ran up to 12 % slower unchained on an H100 and up to 15 % chained on
+    // an H200 (2026-11-26), where the other schedules gained up to 12 % from chaining.
+    if constexpr (S == Schedule::lookahead) {
         uint32_t g0 = 0;
         int k = 0;
         for (int64_t i = blockIdx.x; i < a.items; i += gridDim.x, k++) {
@@ -745,11 +747,9 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
     int k = 0;       // items before this one
     int64_t i = blockIdx.x; // the grid is at most the items: every block has one
     Item w = work_item<B::BM>(a, i);
-    if constexpr (chain) {
-        mbar_wait(&pb.q_full[0], 0);
-        mbar_wait(&pb.ring.k_full[0], 0);
-        c.issue_qk(c.s, q_rows(0), base + L::K_OFF);
-    }
+    mbar_wait(&pb.q_full[0], 0);
+    mbar_wait(&pb.ring.k_full[0], 0);
+    c.issue_qk(c.s, q_rows(0), base + L::K_OFF);
     for (;;) {
         const int block_tiles = key_tiles(a.p, w.m0 + B::BM);
         const int qb = k & 1;
@@ -762,9 +762,9 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
         const Next nx = more ? Next{q_rows(qb ^ 1), &pb.q_full[qb ^ 1],
                                     (uint32_t)((k + 1) >> 1) & 1, g0 + block_tiles}
                              : Next{q_rows(qb), &pb.q_full[qb], q_parity, g_last};
-        consume_item<T, D, B, S, 2, chain, chain>(c, s1, a.p, smem, pb.ring, &pb.q_full[qb],
-                                                  q_parity, &pb.q_empty[qb], qb, w.m0, w.h, w.b,
-                                                  block_tiles, g0, cw, nx);
+        consume_item<T, D, B, S, 2, true, true>(c, s1, a.p, smem, pb.ring, &pb.q_full[qb],
+                                                q_parity, &pb.q_empty[qb], qb, w.m0, w.h, w.b,
+                                                block_tiles, g0, cw, nx);
         if (!more)
             break;
         g0 += block_tiles;
@@ -772,8 +772,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
         i = i_next;
         w = work_item<B::BM>(a, i);
     }
-    if constexpr (chain)
-        wgmma_wait<0>(); // the dummy S_0
+    wgmma_wait<0>(); // the dummy S_0
 }
 
 #endif // GP_SM90A
