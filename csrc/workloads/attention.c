@@ -549,6 +549,22 @@ attention_wgmma_schedule(PyObject *module, PyObject *args, PyObject *kwargs)
         gp_attn_flash_wgmma_schedule_name(gp_attn_flash_wgmma_schedule(&p, sms)));
 }
 
+/* _attention_fast_div(d, n): n // d as flash_wgmma's persistent kernels compute it (tests). */
+static PyObject *
+attention_fast_div(PyObject *module, PyObject *args)
+{
+    long long d, n;
+    if (!PyArg_ParseTuple(args, "LL:_attention_fast_div", &d, &n))
+        return NULL;
+    const long long q = gp_attn_fast_div(d, n);
+    if (q < 0)
+        return PyErr_Format(PyExc_ValueError,
+                            "_attention_fast_div takes d from 1 to 2**32 - 1 and n from 0 to "
+                            "2**31 - 1, got d=%lld, n=%lld",
+                            d, n);
+    return PyLong_FromLongLong(q);
+}
+
 static PyObject *
 attention_release_workspace(PyObject *module, PyObject *unused)
 {
@@ -575,6 +591,9 @@ static PyMethodDef attention_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "_attention_wgmma_schedule((batch, heads, seq, head_dim), causal=False, sms=None): the "
      "schedule flash_wgmma runs for this shape on sms SMs (None: the current device's)."},
+    {"_attention_fast_div", attention_fast_div, METH_VARARGS,
+     "_attention_fast_div(d, n): n // d as flash_wgmma's persistent kernels divide (a multiply-high "
+     "and a shift); d from 1 to 2**32 - 1, n from 0 to 2**31 - 1. For tests."},
     {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,
      "Returns the unused memory of the attention scratch pools to the driver."},
     {NULL, NULL, 0, NULL},

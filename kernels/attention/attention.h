@@ -113,6 +113,10 @@ cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t str
  * "fixed", "persist_lookahead" (0: "per_shape"; out of range: "unknown"). */
 int gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms);
 const char *gp_attn_flash_wgmma_schedule_name(int schedule);
+/* n / d as the persistent kernels divide (a multiply-high and a shift with constants made on the
+ * host, attention_sm90.cuh FastDiv), for d from 1 to 2^32 - 1 and n from 0 to 2^31 - 1; -1
+ * outside those ranges. For tests. */
+long long gp_attn_fast_div(long long d, long long n);
 
 #ifdef __cplusplus
 }

@@ -109,7 +109,9 @@ template <int D, int BM, int QBUFS = 1> struct Layout {
     static constexpr uint32_t BAR_OFF = V_OFF + STAGES * KV_BYTES;
     // Q full; K full, K empty, V full, V empty (persistent: then Q full, Q empty per Q buffer)
     static constexpr int BARS = 1 + 4 * STAGES + (QBUFS > 1 ? 2 * QBUFS : 0);
-    static constexpr size_t SMEM = BAR_OFF + BARS * 8 + 1024; // + room to align the base
+    // persistent: each Q buffer's item (m0, h, b), written by the producer before its Q load
+    static constexpr uint32_t ITEM_OFF = BAR_OFF + BARS * 8;
+    static constexpr size_t SMEM = ITEM_OFF + (QBUFS > 1 ? QBUFS * 16 : 0) + 1024; // + alignment
     static_assert(SMEM <= 227 * 1024, "more shared memory than an H100 block has");
 };
 
@@ -117,8 +119,10 @@ struct Args {
     CUtensorMap q, k, v; // 4-D maps (head_dim, seq, heads, batch); boxes of 64 × BM or BN rows
     gp_attn_params p;
     int m_tiles;   // persistent kernels: query tiles per (batch, head)
-    int64_t items; // and work items, m_tiles · heads · batch
+    int64_t items; // and work items, m_tiles · heads · batch (below 2^31, launch_persistent)
     int group;     // and (causal) the (batch, head) pairs whose items go out together (work_item)
+    // the divisions of work_item: by m_tiles, heads, group, group · m_tiles and the grid
+    sm90::FastDiv by_m_tiles, by_heads, by_group, by_group_tiles, by_grid;
 };
 
 using namespace sm90;
@@ -644,29 +648,32 @@ struct Item {
 // are consecutive items, so blocks running together share its K and V in L2.
 template <int BM>
 __device__ __forceinline__ Item
-work_item(const Args &a, int64_t i)
+work_item(const Args &a, int64_t item)
 {
     const gp_attn_params &p = a.p;
-    const int64_t bh = (int64_t)p.batch * p.heads;
-    int64_t mt, r;
+    const uint32_t bh = (uint32_t)p.batch * p.heads, items = (uint32_t)a.items;
+    uint32_t i = (uint32_t)item, mt, r;
     if (p.causal) {
         // Odd rounds of the grid's stride run backwards (a snake), so the block that takes the
         // heaviest item of one round takes the lightest of the next: over two rounds every block
         // gets about the same work, where in-order strides gave block 0 the heaviest item of
         // every round (the last round, when partial, stays in order: its items are the fewest).
-        const int64_t grid = gridDim.x, round = i / grid;
-        if ((round & 1) && (round + 1) * grid <= a.items)
-            i = round * grid + (grid - 1 - i % grid);
-        const int64_t per_group = (int64_t)a.group * a.m_tiles, first = i / per_group * a.group;
-        const int64_t within = i % per_group;
-        const int64_t pairs = bh - first < a.group ? bh - first : a.group; // the last group: fewer
-        mt = a.m_tiles - 1 - within / pairs;
-        r = first + within % pairs;
+        const uint32_t grid = gridDim.x, round = a.by_grid.div(i);
+        if ((round & 1) && (round + 1) * grid <= items)
+            i = round * grid + (grid - 1 - (i - round * grid));
+        const uint32_t per_group = (uint32_t)a.group * a.m_tiles, g = a.by_group_tiles.div(i);
+        const uint32_t first = g * a.group, within = i - g * per_group;
+        // the last group may have fewer pairs: a plain division there
+        const uint32_t pairs = bh - first < (uint32_t)a.group ? bh - first : a.group;
+        const uint32_t q = pairs == (uint32_t)a.group ? a.by_group.div(within) : within / pairs;
+        mt = a.m_tiles - 1 - q;
+        r = first + (within - q * pairs);
     } else {
-        mt = i % a.m_tiles;
-        r = i / a.m_tiles;
+        r = a.by_m_tiles.div(i);
+        mt = i - r * a.m_tiles;
     }
-    return Item{(int)mt * BM, (int)(r % p.heads), (int)(r / p.heads)};
+    const uint32_t b = a.by_heads.div(r);
+    return Item{(int)mt * BM, (int)(r - b * p.heads), (int)b};
 }
 
 template <int D, int BM>
@@ -681,6 +688,9 @@ produce_persistent(const Args &a, uint8_t *smem, const PBarriers &bar)
         const int qb = k & 1;
         if (k >= 2)
             mbar_wait(&bar.q_empty[qb], (uint32_t)((k >> 1) - 1) & 1);
+        // for the consumers, who read it once this phase of q_full completes (the arrival below
+        // releases the store, their wait acquires it)
+        reinterpret_cast<Item *>(smem + L::ITEM_OFF)[qb] = w;
         mbar_arrive_expect_tx(&bar.q_full[qb], L::Q_BYTES);
 #pragma unroll
         for (int c = 0; c < D / kBlockCols; c++)
@@ -723,13 +733,17 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
     // items, as chaining needs, ptxas schedules its tile loop differently (3656 -> 4416
     // instructions), which ran up to 12 % slower unchained on an H100 and up to 15 % chained on
     // an H200 (2026-11-26), where the other schedules gained up to 12 % from chaining.
+    // The item in Q buffer qb, as the producer's work_item wrote it: read once that buffer's
+    // q_full phase has completed (every consumer thread would divide the same numbers otherwise).
+    auto item_of = [&](int qb) { return reinterpret_cast<const Item *>(smem + L::ITEM_OFF)[qb]; };
     if constexpr (S == Schedule::lookahead) {
         uint32_t g0 = 0;
         int k = 0;
         for (int64_t i = blockIdx.x; i < a.items; i += gridDim.x, k++) {
-            const Item w = work_item<B::BM>(a, i);
-            const int block_tiles = key_tiles(a.p, w.m0 + B::BM);
             const int qb = k & 1;
+            mbar_wait(&pb.q_full[qb], (uint32_t)(k >> 1) & 1);
+            const Item w = item_of(qb);
+            const int block_tiles = key_tiles(a.p, w.m0 + B::BM);
             C c;
             float s1[C::NS];
             consume_item<T, D, B, S, 2, false, false>(
@@ -746,8 +760,8 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
     uint32_t g0 = 0; // the block's K/V tiles before this item
     int k = 0;       // items before this one
     int64_t i = blockIdx.x; // the grid is at most the items: every block has one
-    Item w = work_item<B::BM>(a, i);
     mbar_wait(&pb.q_full[0], 0);
+    Item w = item_of(0);
     mbar_wait(&pb.ring.k_full[0], 0);
     c.issue_qk(c.s, q_rows(0), base + L::K_OFF);
     for (;;) {
@@ -770,7 +784,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
         g0 += block_tiles;
         k++;
         i = i_next;
-        w = work_item<B::BM>(a, i);
+        w = item_of(qb ^ 1); // its Q's phase completed: the chained S_0 above waited for it
     }
     wgmma_wait<0>(); // the dummy S_0
 }
@@ -916,10 +930,17 @@ launch_persistent(const gp_attn_params &p, cudaStream_t stream)
     // 192-row blocks keep one group: grouped, the causal (4, 32, 4096, 64) read 0.84 of cuDNN
     // against 0.92 (H200, 2026-11-26); 128-row blocks gained up to 8 % from it.
     a.group = B::BM == kBN ? causal_group(p, a.m_tiles, sms, device) : causal_group_all(p);
+    if (a.items >= (int64_t)1 << 31) // 2^31 · 128 query rows do not fit a device's memory
+        return cudaErrorNotSupported;
+    const unsigned blocks = (unsigned)(a.items < sms ? a.items : sms);
+    a.by_m_tiles = sm90::fast_div((uint32_t)a.m_tiles);
+    a.by_heads = sm90::fast_div((uint32_t)p.heads);
+    a.by_group = sm90::fast_div((uint32_t)a.group);
+    a.by_group_tiles = sm90::fast_div((uint32_t)a.group * (uint32_t)a.m_tiles);
+    a.by_grid = sm90::fast_div(blocks);
     if (!encode(&a.q, p.q, p.q_stride, p, B::BM) || !encode(&a.k, p.k, p.k_stride, p, kBN) ||
         !encode(&a.v, p.v, p.v_stride, p, kBN))
         return cudaErrorNotSupported;
-    const unsigned blocks = (unsigned)(a.items < sms ? a.items : sms);
     return launch_with_smem(kernel, dim3(blocks), dim3(B::threads), Layout<D, B::BM, 2>::SMEM,
                             stream, a);
 }
@@ -1053,6 +1074,14 @@ gp_attn_flash_wgmma_supports(const gp_attn_params *p)
     return 1;
 }
 
+extern "C" long long
+gp_attn_fast_div(long long d, long long n)
+{
+    if (d < 1 || d > UINT32_MAX || n < 0 || n >= ((long long)1 << 31))
+        return -1;
+    return gp_attn::sm90::fast_div((uint32_t)d).div((uint32_t)n);
+}
+
 extern "C" int
 gp_attn_flash_wgmma_runnable(void)
 {
@@ -1060,33 +1089,33 @@ gp_attn_flash_wgmma_runnable(void)
 }
 
 // The schedule of _variant 0 (what impl="auto" and impl="flash_wgmma" run), per shape, from
-// issue 27's grids on an H100 with every schedule forced (2026-11-26, chained persistent items;
-// kernels/attention/NOTES.md, "Schedule per shape", has every ratio behind these choices).
+// issue 27's grids on an H100 with every schedule forced (2026-11-26, chained persistent items,
+// each item's tile, head and batch from the producer; kernels/attention/NOTES.md, "Schedule per
+// shape", has every ratio behind these choices).
 // head_dim 64:
-//   non-causal: persist (the 192-row block, persistent and chained) unless its items fill this
-//     many SMs' waves worse than 128-row items by kPersistWaves or more (makespan_ratio), then
-//     persist_lookahead (128 rows, two S tiles per consumer). Where both fill their waves alike
-//     the 192-row block does a row's key tile 5-8 % faster, so it wins at N >= 2048 (ratio 0.98-
-//     1.03: 0.99-1.05 of cuDNN against persist_lookahead's 0.97-1.01) and in (1, 3, 8192) (129
-//     items in one wave against 192 in two: 1.34 against 1.00), and loses at N <= 1024 (the
-//     192-row tiles pad 512 and 1024 to 576 and 1152 rows, ratio 1.125: 0.90-0.91 against
-//     0.94-0.96) and in (1, 1, 16384) (86 items against 128, one wave each: 0.71 against 1.00).
-//   causal N <= 8192: persist_lookahead, its items grouped by L2 (work_item): 0.81 at 512, 0.85
-//     at 1024, 0.90-0.91 at 2048 (persist 0.91), 1.01-1.03 at 4096, 1.02-1.05 at 8192
-//     (fixed 0.96-0.99); N = 16384: persist (1.03 and 0.98, fixed 0.98 and 0.99,
-//     persist_lookahead 1.02 and 0.96). Either unless the 192-row blocks would take more than
-//     kBm128Speed times as long as 128-row blocks on this many SMs (makespan_ratio: blocks in
-//     launch order, causal ones weighed by their key tiles): then 128-row blocks, persistent
-//     with two S tiles where each gets one item (128-row items <= SMs: (1, 1, 16384), 1.03),
-//     else bm128 (blocks handed out as SMs free balance unequal causal items better than the
-//     static stride: (1, 3, 8192) 1.14 against persist_lookahead's 1.05).
+//   non-causal: persist_lookahead (128 rows, two S tiles per consumer, persistent) unless the
+//     192-row block's items fill this many SMs' waves better than 128-row items (makespan_ratio
+//     below kPersistWaves), then persist (the 192-row block, persistent and chained): where
+//     both fill their waves alike persist_lookahead does a row's key tile as fast or faster
+//     (0.99-1.03 of cuDNN at N = 512 to 4096 against persist's 0.90-1.00, ratio 1.03-1.125),
+//     and in (1, 1, 16384) (86 items against 128, one wave each, ratio 1.5: 1.04 against 0.71);
+//     persist wins in (1, 3, 8192) (129 items in one wave against 192 in two, 0.75: 1.33
+//     against 1.04) and, within the noise, at N = 8192 and 16384 (0.984: 1.02-1.04 against
+//     1.00-1.05).
+//   causal: persist_lookahead, its items grouped by L2 (work_item): 0.89 at 512, 0.93 at 1024,
+//     0.94 at 2048 (persist 0.92-0.95), 1.04 from 4096 (persist 0.90-1.02); unless the 192-row
+//     blocks would take more than kBm128Speed times as long as 128-row blocks on this many SMs
+//     beyond N = 4096 (makespan_ratio: blocks in launch order, causal ones weighed by their key
+//     tiles) and 128-row items outnumber the SMs: then bm128 (blocks handed out as SMs free
+//     balance unequal causal items better than the static stride: (1, 3, 8192) 1.15 against
+//     persist_lookahead's 1.09).
 // head_dim 128: persist (the 128-row block, persistent and chained) up to N = 1024, causal or
 //   not (0.79-0.93 of cuDNN against the fixed block's 0.73-0.87), else fixed (0.93-1.12 from
 //   2048, persist 0.88-1.03). sms: the device's SM count.
 extern "C" int
 gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 {
-    constexpr double kBm128Speed = 1.25, kPersistWaves = 1.05;
+    constexpr double kBm128Speed = 1.25, kPersistWaves = 1.0;
     const int n = p->seq;
     if (p->head_dim != 64)
         return n <= 1024 ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
@@ -1094,14 +1123,13 @@ gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
         return sms > 0 && gp_attn::makespan_ratio(p, sms, kPersistWaves) < kPersistWaves
                    ? GP_ATTN_WGMMA_PERSIST
                    : GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
-    if (n <= 4096)
-        return GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
-    if (sms > 0 && gp_attn::makespan_ratio(p, sms, kBm128Speed) > kBm128Speed) {
+    if (n > 4096 && sms > 0 && gp_attn::makespan_ratio(p, sms, kBm128Speed) > kBm128Speed) {
         const int64_t items128 =
             (int64_t)((n + gp_attn::kBN - 1) / gp_attn::kBN) * p->batch * p->heads;
-        return items128 <= sms ? GP_ATTN_WGMMA_PERSIST_LOOKAHEAD : GP_ATTN_WGMMA_BM128;
+        if (items128 > sms)
+            return GP_ATTN_WGMMA_BM128;
     }
-    return n <= 8192 ? GP_ATTN_WGMMA_PERSIST_LOOKAHEAD : GP_ATTN_WGMMA_PERSIST;
+    return GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
 }
 
 extern "C" const char *
