@@ -42,7 +42,8 @@ PEAK_TFLOPS = 989.0  # H100 SXM, dense fp16/bf16 tensor cores (datasheet)
 # name: _variant of _C._attention's impl="flash_wgmma" (attention.h, GP_ATTN_WGMMA_*): gp the
 # default (the schedule per shape, _C._attention_wgmma_schedule), gp_fixed the block every shape
 # ran before the per-shape choice, the others forced; gp_persist_lookahead (two S tiles per
-# consumer, the head_dim 64 default at N <= 1024 and causal N <= 8192) exists at head_dim 64 only.
+# consumer, the head_dim 64 default but where 192-row items fill the waves better) exists at
+# head_dim 64 only.
 GP_VARIANTS = {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3,
                "gp_persist_lookahead": 5}
 HEAD_DIMS = {"gp_persist_lookahead": (64,)}  # variants that take only these head_dims

@@ -55,7 +55,7 @@ typedef struct {
  * issue 27 (192 rows at head_dim 64, 128 at 128), one block per query tile; 5 persist_lookahead:
  * head_dim 64 only (the launcher returns cudaErrorNotSupported at 128), the persistent 128-row
  * block whose consumers issue Q·Kᵀ of the next key tile before the softmax of this one
- * (what head_dim 64 runs at N <= 1024 and causal N <= 8192, and a few one-wave shapes). */
+ * (what head_dim 64 runs, but where 192-row items fill the SMs' waves better). */
 enum {
     GP_ATTN_WGMMA_PER_SHAPE = 0,
     GP_ATTN_WGMMA_PERSIST = 1,

@@ -40,8 +40,8 @@
 //       store), for both blocks above, and the 128-row overlapped block at head_dim 64
 //       (persistent or not). The schedule is chosen per shape (gp_attn_flash_wgmma_schedule,
 //       NOTES.md); _variant 1-4 of _C._attention force one (attention.h).
-//   v4  issue 27 (_variant 5, persist_lookahead; what head_dim 64 runs at N <= 1024 and causal
-//       N <= 8192): the persistent 128-row block with two S tiles per consumer: S_(j+1) = Q·K_(j+1)ᵀ is issued
+//   v4  issue 27 (_variant 5, persist_lookahead; what head_dim 64 runs but where 192-row items
+//       fill the waves better): the persistent 128-row block with two S tiles per consumer: S_(j+1) = Q·K_(j+1)ᵀ is issued
 //       before the softmax of S_j, then P_j·V_j, so the tensor pipe has both of those products
 //       (Q·K_(j+1)ᵀ and P_(j-1)·V_(j-1)) to run while the exponentials of tile j do (FA3's
 //       intra-warpgroup overlap one tile deeper than overlapped; NOTES.md has the floors and the
@@ -51,6 +51,9 @@
 //   v5  issue 27: the persistent kernels but v4 chain their items (the next item's S_0 issued
 //       behind this item's last P·V, consume_item), and causal 128-row items go out in groups
 //       of heads whose K and V fit the L2, odd rounds of the stride backwards (work_item).
+//   v6  issue 27: the producer computes each item's (query tile, head, batch) with divisions by
+//       constants (FastDiv) and hands it to the consumers in shared memory beside the item's Q
+//       buffer; before, every consumer thread did 64-bit divisions between items.
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
