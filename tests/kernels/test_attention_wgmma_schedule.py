@@ -145,14 +145,13 @@ def test_the_wave_rule_is_its_model(sms):
 
 RESULTS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results")
 # One H100 SXM (132 SMs), 2026-11-26, the kernels main runs (chained persistent items, causal
-# 128-row items grouped by L2, each item's tile, head and batch from the producer; head_dim 128's
-# grid from the build before that last change, which left its schedules within the noise, the
-# --quick grid says): each grid's forced schedules, and its gp column as a reading of the
-# schedule that column ran (the rule of that hour, named in the row).
+# 128-row items grouped by L2, each item's tile, head and batch from the producer): each grid's
+# forced schedules, and its gp column as a reading of the schedule that column ran (the rule of
+# that hour, named in the row).
 COLUMNS = {"gp_fixed": "fixed", "gp_persist": "persist", "gp_bm128": "bm128",
            "gp_persist_bm128": "persist_bm128", "gp_persist_lookahead": LA}
 GRIDS = {64: "attention_grid_d64_items_h100_2026-11-26.json",
-         128: "attention_grid_d128_chained_h100_2026-11-26.json",
+         128: "attention_grid_d128_items_h100_2026-11-26.json",
          "quick": "attention_grid_quick_items_h100_2026-11-26.json"}
 
 
@@ -181,7 +180,7 @@ def readings(name):
 @pytest.mark.parametrize("grid, count", [(64, 28), (128, 28), ("quick", 14)])
 def test_the_rule_is_within_002_of_the_best_on_the_recorded_grids(grid, count):
     """docs/results/attention_grid_d64_items_h100_2026-11-26.json (head_dim 64: persist,
-    persist_lookahead, bm128 forced), attention_grid_d128_chained_h100_2026-11-26.json (head_dim
+    persist_lookahead, bm128 forced), attention_grid_d128_items_h100_2026-11-26.json (head_dim
     128: fixed, persist) and attention_grid_quick_items_h100_2026-11-26.json (the 14 --quick
     shapes, persist and persist_lookahead forced): on every shape and dtype the schedule the rule
     picks read within 0.02 of the best one measured."""
