@@ -24,12 +24,12 @@
 namespace gp_attn {
 namespace sm90 {
 
-// n / d for n < 2^31 as a multiply-high and a shift, d fixed at launch (a persistent block maps
-// each work item to its query tile, head and batch; a 64-bit division there is a call of about a
-// hundred instructions, run by every consumer thread between two items). With l = ceil(log2 d)
-// and m = ceil(2^(31 + l) / d) < 2^32, floor(n·m / 2^(31 + l)) = floor(n / d) for every n < 2^31
-// (Granlund and Montgomery's bound; also checked on the host for every d below 5000 and 3000
-// random ones, 20 000 n each; gp_attn_fast_div, tests/kernels). fast_div(d) on the host.
+// n / d for n < 2^31 as a multiply-high and a shift, d fixed at launch (the producer of a
+// persistent block maps each work item to its query tile, head and batch; a 64-bit division is
+// a call of about a hundred instructions). With l = ceil(log2 d) and m = ceil(2^(31 + l) / d) <
+// 2^32, floor(n·m / 2^(31 + l)) = floor(n / d) for every n < 2^31 (Granlund and Montgomery's
+// bound; tests/kernels/test_attention_fast_div.py checks every d up to 4096 and next to each
+// power of two through gp_attn_fast_div, the host twin). fast_div(d) makes the constants.
 struct FastDiv {
     uint32_t d, mul, shift; // d = 1: mul unused
     __host__ __device__ __forceinline__ uint32_t div(uint32_t n) const
