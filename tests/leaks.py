@@ -82,8 +82,10 @@ def check_no_growth(fn, n: int = 10_000, inputs=(), device: int | None = None,
                     warmup: int | None = None, cupti_records: int = 0):
     """Calls fn() `warmup` times (n // 5 by default), then twice n // 2 times; asserts the second
     window grew nothing beyond LIMITS (the heap's raised by CUPTI's share when each call makes
-    CUPTI deliver `cupti_records` records) and the inputs' reference counts are unchanged.
-    Returns the growth of both windows (for messages and docs)."""
+    CUPTI deliver `cupti_records` records) and the inputs' reference counts are unchanged. Where
+    only the resident set grew past its limit, a third window decides (a one-time step of the
+    kernel's page accounting does not repeat). Returns the growth of the first two windows (for
+    messages and docs)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the warnings registry would grow with each message
         for _ in range(n // 5 if warmup is None else warmup):
@@ -96,9 +98,17 @@ def check_no_growth(fn, n: int = 10_000, inputs=(), device: int | None = None,
         for _ in range(n // 2):
             fn()
         end = usage(device)
-    first, second = middle - start, end - middle
-    limits = dict(LIMITS, heap=LIMITS["heap"] + CUPTI_BYTES_PER_RECORD * cupti_records * (n // 2))
-    over = {k: v for k, v in vars(second).items() if v > limits[k]}
+        first, second = middle - start, end - middle
+        limits = dict(LIMITS, heap=LIMITS["heap"] + CUPTI_BYTES_PER_RECORD * cupti_records * (n // 2))
+        over = {k: v for k, v in vars(second).items() if v > limits[k]}
+        if set(over) == {"rss"}:
+            # The resident set alone: the kernel can fold a partly used 2 MiB region into a
+            # transparent huge page at any moment (+1.7 MB in one window, heap +80 bytes, in CI
+            # on 2026-11-26), a step that does not repeat; a leak grows the next window too.
+            for _ in range(n // 2):
+                fn()
+            third = usage(device) - end
+            over = {"rss": [second.rss, third.rss]} if third.rss > limits["rss"] else {}
     assert not over, f"grew over {n // 2} calls: {over} (first window: {first})"
     assert [sys.getrefcount(x) for x in inputs] == refs, "reference counts of the inputs changed"
     return first, second
