@@ -2,10 +2,10 @@
 grows.
 
 A warm-up fills caches (region objects by name, metric hosts, pools), then two equal windows of
-calls are measured; the second window must not grow: gc-tracked objects, pymalloc blocks
-(sys.getallocatedblocks: every small Python object, tracked or not), the C heap (glibc's
-mallinfo2: malloc/realloc in our C code and large Python objects), the resident set
-(/proc/self/statm), and, with `device`, the device's used memory. Reference counts of the
+calls are measured; the second window must not grow (where it did, a third window must not):
+gc-tracked objects, pymalloc blocks (sys.getallocatedblocks: every small Python object, tracked
+or not), the C heap (glibc's mallinfo2: malloc/realloc in our C code and large Python objects),
+the resident set (/proc/self/statm), and, with `device`, the device's used memory. Reference counts of the
 inputs must end where they started. A leak of one object or 16 bytes per call shows as
 thousands of objects or tens of kilobytes per window, far above the limits below."""
 
@@ -82,10 +82,10 @@ def check_no_growth(fn, n: int = 10_000, inputs=(), device: int | None = None,
                     warmup: int | None = None, cupti_records: int = 0):
     """Calls fn() `warmup` times (n // 5 by default), then twice n // 2 times; asserts the second
     window grew nothing beyond LIMITS (the heap's raised by CUPTI's share when each call makes
-    CUPTI deliver `cupti_records` records) and the inputs' reference counts are unchanged. Where
-    only the resident set grew past its limit, a third window decides (a one-time step of the
-    kernel's page accounting does not repeat). Returns the growth of the first two windows (for
-    messages and docs)."""
+    CUPTI deliver `cupti_records` records) and the inputs' reference counts are unchanged. What
+    grew past its limit in the second window is measured again over a third, and fails only if
+    it grows past it there too (a one-time step does not repeat). Returns the growth of the first
+    two windows (for messages and docs)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the warnings registry would grow with each message
         for _ in range(n // 5 if warmup is None else warmup):
@@ -101,15 +101,19 @@ def check_no_growth(fn, n: int = 10_000, inputs=(), device: int | None = None,
         first, second = middle - start, end - middle
         limits = dict(LIMITS, heap=LIMITS["heap"] + CUPTI_BYTES_PER_RECORD * cupti_records * (n // 2))
         over = {k: v for k, v in vars(second).items() if v > limits[k]}
-        if set(over) == {"rss"}:
-            # The resident set alone: the kernel can fold a partly used 2 MiB region into a
-            # transparent huge page at any moment (+1.7 MB in one window, heap +80 bytes, in CI
-            # on 2026-11-26), a step that does not repeat; a leak grows the next window too.
+        if over:
+            # A one-time step does not repeat, a leak grows every window: the kernel can fold a
+            # partly used 2 MiB region into a transparent huge page (resident set +1.7 MB in one
+            # window, heap +80 bytes), an interpreter cache can grow once (pymalloc blocks +217
+            # over 5000 calls on Python 3.13, the window before +11), both in CI on 2026-11-26.
+            # So what grew past its limit is measured over a third window, and fails only if it
+            # grows past it again.
             for _ in range(n // 2):
                 fn()
             third = usage(device) - end
-            over = {"rss": [second.rss, third.rss]} if third.rss > limits["rss"] else {}
-    assert not over, f"grew over {n // 2} calls: {over} (first window: {first})"
+            over = {k: [v, getattr(third, k)] for k, v in over.items()
+                    if getattr(third, k) > limits[k]}
+    assert not over, f"grew over {n // 2} calls, twice: {over} (first window: {first})"
     assert [sys.getrefcount(x) for x in inputs] == refs, "reference counts of the inputs changed"
     return first, second
 
