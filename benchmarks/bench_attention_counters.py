@@ -30,9 +30,11 @@ from bench_attention_grid import GP_VARIANTS
 from bench_attention_grid import HEAD_DIMS as GRID_HEAD_DIMS
 
 # schedule name -> _variant, and the schedules that take only some head_dims: the grid's
-SCHEDULES = {name[3:]: v for name, v in GP_VARIANTS.items() if v}
+SCHEDULES = {name[3:]: v for name, v in GP_VARIANTS.items() if 0 < v < 8}
 HEAD_DIMS = {name[3:]: dims for name, dims in GRID_HEAD_DIMS.items()}
-WHAT = ("metrics", "stalls")
+WHAT = ("metrics", "stalls", "pcs")
+DEFAULT_WHAT = ("metrics", "stalls")
+PCS = 60  # --what pcs: the most sampled PC offsets kept per kernel
 METRICS = ("gpu__time_duration.sum",
            "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
            "sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active",
@@ -71,7 +73,9 @@ def parse_args(argv=None):
     p.add_argument("--shape", action="append", default=None,
                    help="B,H,N,D[,causal] (repeatable; default: the shapes furthest behind cuDNN)")
     p.add_argument("--schedules", default=",".join(SCHEDULES), help=f"comma list of {', '.join(SCHEDULES)}")
-    p.add_argument("--what", default=",".join(WHAT), help="comma list of metrics, stalls")
+    p.add_argument("--what", default=",".join(DEFAULT_WHAT),
+                   help="comma list of metrics, stalls, pcs (the stall reasons of the most sampled "
+                        "SASS offsets, to read beside cuobjdump -sass of the same build)")
     p.add_argument("--timeout", type=int, default=300, help="seconds per child process at most")
     p.add_argument("--output", default=None, help="JSON file for the results")
     p.add_argument("--child", nargs=3, metavar=("SHAPE", "SCHEDULE", "WHAT"), help=argparse.SUPPRESS)
@@ -157,6 +161,8 @@ def child(shape_arg: str, schedule: str, what: str) -> dict:
     def fn():
         _C._attention(q, k, v, out, impl="flash_wgmma", causal=causal, _variant=variant)
 
+    if what == "pcs":
+        return pc_samples(fn)
     if what == "stalls":
         # its first launch inside the sampling session: CUDA loads a kernel at its first launch,
         # and one loaded between two sessions is filed as a non-user kernel's (gpuprofile.stalls)
@@ -167,6 +173,34 @@ def child(shape_arg: str, schedule: str, what: str) -> dict:
     res = gp.metrics(fn, metrics=list(METRICS))  # after a warm-up run of its own
     kernel = res.kernels[0]
     return {"kernel": kernel.name, **{m: kernel.values.get(m) for m in METRICS}}
+
+
+def pc_samples(fn) -> dict:
+    """The PCS most sampled SASS offsets of the kernel with the most samples: {kernel, samples,
+    pcs: [[offset, samples, {reason: count}]]}, first launch inside the session (child())."""
+    from gpuprofile import _C
+    from gpuprofile.counters.stalls import parse_reason
+
+    sampler = _C.PCSampler(period=0, max_pcs=4096)
+    try:
+        sampler.start()
+        fn()
+        sampler.stop()
+    finally:
+        sampler.close()
+    per_kernel = {}
+    for (_, _, offset), (mangled, counts) in sampler.pcs.items():
+        reasons = {}
+        for name, c in zip(sampler.reasons, counts, strict=False):
+            parsed = parse_reason(name)
+            if c and parsed is not None and not parsed[1]:
+                reasons[parsed[0]] = reasons.get(parsed[0], 0) + int(c)
+        per_kernel.setdefault(mangled, []).append([int(offset), sum(reasons.values()), reasons])
+    if not per_kernel:
+        raise RuntimeError(f"no PC samples by kernel: {sampler.totals}")
+    mangled, pcs = max(per_kernel.items(), key=lambda kv: sum(p[1] for p in kv[1]))
+    pcs.sort(key=lambda p: -p[1])
+    return {"kernel": mangled, "samples": sum(p[1] for p in pcs), "pcs": pcs[:PCS]}
 
 
 def main(argv=None):

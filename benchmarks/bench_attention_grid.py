@@ -44,11 +44,15 @@ PEAK_TFLOPS = 989.0  # H100 SXM, dense fp16/bf16 tensor cores (datasheet)
 # ran before the per-shape choice, the others forced; gp_persist_lookahead (two S tiles per
 # consumer, the head_dim 64 default but where 192-row items fill the waves better) exists at
 # head_dim 64 only.
+# gp_out_smem and gp_out_regs run the schedule per shape with O forced out through shared memory
+# and TMA or from registers (otherwise chosen per shape and schedule, _C._attention_wgmma_out).
 GP_VARIANTS = {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3,
-               "gp_persist_lookahead": 5}
+               "gp_persist_lookahead": 5, "gp_out_smem": 8, "gp_out_regs": 16}
+OUT_BITS = {8: "smem", 16: "regs"}
 HEAD_DIMS = {"gp_persist_lookahead": (64,)}  # variants that take only these head_dims
 SDPA = {"cudnn": "sdpa_cudnn", "fa2": "sdpa_flash"}  # the main job's names of these backends
 NAMES = tuple(GP_VARIANTS) + tuple(SDPA)
+DEFAULT = tuple(n for n in NAMES if n not in ("gp_out_smem", "gp_out_regs"))  # --variants
 SEQS = (512, 1024, 2048, 4096, 8192, 16384)
 # One wave: (batch, heads, seq, head_dim); the default blocks (192 rows at head_dim 64, 128 at
 # 128) number 3·43 = 129, 2·64 = 128, 1·86 = 86 and 4·32 = 128, at most an H100's 132 SMs.
@@ -110,7 +114,8 @@ def parse_head_dims(text):
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="only the worst shapes (about a minute)")
-    p.add_argument("--variants", default=",".join(NAMES), help=f"comma list of {', '.join(NAMES)}")
+    p.add_argument("--variants", default=",".join(DEFAULT),
+                   help=f"comma list of {', '.join(NAMES)} (default: all but gp_out_*)")
     p.add_argument("--max-time", type=float, default=0.4, help="seconds per timing at most")
     p.add_argument("--output", default=None, help="JSON file for the results")
     p.add_argument("--head-dims", default="64,128", help="comma list of head_dims to run (64, 128)")
@@ -129,7 +134,8 @@ def parse_args(argv=None):
 
 COLUMNS = ["shape (B,H,N,D)", "dtype", "causal", "impl", "schedule", "ms", "TFLOP/s", "% of 989",
            "/cuDNN", "SM MHz"]
-SCHEDULES = {v: k[3:] for k, v in GP_VARIANTS.items() if v}  # forced _variant -> schedule name
+# forced _variant -> schedule name
+SCHEDULES = {v: k[3:] for k, v in GP_VARIANTS.items() if 0 < v < min(OUT_BITS)}
 
 
 # A row whose SM clock (the mean of its readings before and after the timing) is this far from
@@ -172,7 +178,8 @@ def table_rows(rows):
     out = []
     for r in rows:
         head = [",".join(map(str, r["shape"])), "fp16" if r["dtype"] == "float16" else "bf16",
-                "yes" if r["causal"] else "no", r["impl"], r.get("schedule")]
+                "yes" if r["causal"] else "no", r["impl"],
+                f"{r['schedule']} ({r['out']})" if r.get("out") else r.get("schedule")]
         if r.get("status") != "ok":
             out.append(head + [r.get("status", "")[:40], None, None, None, None])
             continue
@@ -297,7 +304,19 @@ def schedule_of(impl, shape, causal):
     if impl not in GP_VARIANTS:
         return None
     variant = GP_VARIANTS[impl]
-    return SCHEDULES[variant] if variant else _C._attention_wgmma_schedule(tuple(shape), causal)
+    schedule = variant % min(OUT_BITS)
+    return SCHEDULES[schedule] if schedule else _C._attention_wgmma_schedule(tuple(shape), causal)
+
+
+def out_of(impl, shape, causal, schedule):
+    """How a gp variant's kernel stores O: "smem" (through shared memory and TMA) or "regs";
+    None for SDPA."""
+    from gpuprofile import _C
+
+    if impl not in GP_VARIANTS:
+        return None
+    forced = GP_VARIANTS[impl] - GP_VARIANTS[impl] % min(OUT_BITS)
+    return OUT_BITS[forced] if forced else _C._attention_wgmma_out(tuple(shape), causal, schedule)
 
 
 def backend(impl):
@@ -332,6 +351,7 @@ def run_one(impl, case, causal, max_time):
     row = {"case": (case.shape, case.dtype, causal), "impl": impl, "shape": list(case.shape),
            "dtype": case.dtype, "causal": causal, "flops": flops(case.shape, causal),
            "schedule": schedule_of(impl, case.shape, causal)}
+    row["out"] = out_of(impl, case.shape, causal, row["schedule"]) if row["schedule"] else None
     if impl in SDPA and case.torch is None:
         return {**row, "status": "skipped: no torch with CUDA"}
     if case.shape[3] not in HEAD_DIMS.get(impl, (case.shape[3],)):

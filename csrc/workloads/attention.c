@@ -549,6 +549,34 @@ attention_wgmma_schedule(PyObject *module, PyObject *args, PyObject *kwargs)
         gp_attn_flash_wgmma_schedule_name(gp_attn_flash_wgmma_schedule(&p, sms)));
 }
 
+/* _attention_wgmma_out((batch, heads, seq, head_dim), causal=False, schedule): how that schedule
+ * (by name, "fixed", "persist", ...) stores O for this shape: "smem" (through shared memory and
+ * TMA) or "regs" (from registers); pure. */
+static PyObject *
+attention_wgmma_out(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"shape", "causal", "schedule", NULL};
+    int shape[4], causal = 0;
+    const char *name;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "(iiii)ps:_attention_wgmma_out", kwlist,
+                                     &shape[0], &shape[1], &shape[2], &shape[3], &causal, &name))
+        return NULL;
+    gp_attn_params p;
+    int impl;
+    if (choice_params("bfloat16", shape, 1, &p) < 0 ||
+        gp_attn_choose_impl(IMPL_FLASH_WGMMA, &p, &impl) < 0)
+        return NULL;
+    p.causal = causal;
+    for (int schedule = 1; schedule < GP_ATTN_WGMMA_VARIANTS; schedule++)
+        if (strcmp(name, gp_attn_flash_wgmma_schedule_name(schedule)) == 0)
+            return PyUnicode_FromString(gp_attn_flash_wgmma_out_smem(&p, schedule) ? "smem"
+                                                                                    : "regs");
+    return PyErr_Format(PyExc_ValueError,
+                        "_attention_wgmma_out: unknown schedule '%s' (persist, bm128, "
+                        "persist_bm128, fixed, persist_lookahead)",
+                        name);
+}
+
 /* _attention_fast_div(d, n): n // d as flash_wgmma's persistent kernels compute it (tests). */
 static PyObject *
 attention_fast_div(PyObject *module, PyObject *args)
@@ -579,7 +607,8 @@ static PyMethodDef attention_methods[] = {
      "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations. The hidden "
      "keyword _variant (impl='flash_wgmma' only) runs one of flash_wgmma's schedules in place "
      "of the one chosen per shape: 1 persist, 2 bm128, 3 persist_bm128, 4 fixed, "
-     "5 persist_lookahead (head_dim 64 only) (kernels/attention/attention.h); benchmarks only."},
+     "5 persist_lookahead (head_dim 64 only), plus 8 to store O through shared memory or 16 from "
+     "registers (kernels/attention/attention.h); benchmarks only."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
      "device (without a device: what it would pick off Hopper)."},
@@ -591,6 +620,11 @@ static PyMethodDef attention_methods[] = {
      METH_VARARGS | METH_KEYWORDS,
      "_attention_wgmma_schedule((batch, heads, seq, head_dim), causal=False, sms=None): the "
      "schedule flash_wgmma runs for this shape on sms SMs (None: the current device's)."},
+    {"_attention_wgmma_out", (PyCFunction)(void (*)(void))attention_wgmma_out,
+     METH_VARARGS | METH_KEYWORDS,
+     "_attention_wgmma_out((batch, heads, seq, head_dim), causal, schedule): 'smem' where that "
+     "flash_wgmma schedule stores O through shared memory and TMA for this shape, 'regs' where "
+     "from registers."},
     {"_attention_fast_div", attention_fast_div, METH_VARARGS,
      "_attention_fast_div(d, n): n // d as flash_wgmma's persistent kernels divide (a multiply-high "
      "and a shift); d from 1 to 2**32 - 1, n from 0 to 2**31 - 1. For tests."},

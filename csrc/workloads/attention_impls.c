@@ -218,17 +218,22 @@ error:
 int
 gp_attn_check_variant(int variant, int requested, const char *impl_name, const gp_attn_params *p)
 {
+    const int out = variant & (GP_ATTN_WGMMA_OUT_SMEM | GP_ATTN_WGMMA_OUT_REGS);
+    const int schedule = variant & ~out;
     if (variant != 0 &&
-        (requested != IMPL_FLASH_WGMMA || variant < 0 || variant >= GP_ATTN_WGMMA_VARIANTS)) {
+        (requested != IMPL_FLASH_WGMMA || variant < 0 || schedule >= GP_ATTN_WGMMA_VARIANTS ||
+         out == (GP_ATTN_WGMMA_OUT_SMEM | GP_ATTN_WGMMA_OUT_REGS))) {
         PyErr_Format(PyExc_ValueError,
-                     "attention: _variant must be 0, or 1..%d with impl='flash_wgmma' (1 persist, "
-                     "2 bm128, 3 persist_bm128, 4 fixed, 5 persist_lookahead), got %d with "
-                     "impl='%s'",
-                     GP_ATTN_WGMMA_VARIANTS - 1, variant, impl_name);
+                     "attention: _variant must be 0, or with impl='flash_wgmma' a schedule 0..%d "
+                     "(1 persist, 2 bm128, 3 persist_bm128, 4 fixed, 5 persist_lookahead) plus "
+                     "at most one of %d (O through shared memory) and %d (O from registers), got "
+                     "%d with impl='%s'",
+                     GP_ATTN_WGMMA_VARIANTS - 1, GP_ATTN_WGMMA_OUT_SMEM, GP_ATTN_WGMMA_OUT_REGS,
+                     variant, impl_name);
         return -1;
     }
     /* two S tiles of 64 registers per consumer thread leave no room for head_dim 128's O */
-    if (variant == GP_ATTN_WGMMA_PERSIST_LOOKAHEAD && p->head_dim != 64) {
+    if (schedule == GP_ATTN_WGMMA_PERSIST_LOOKAHEAD && p->head_dim != 64) {
         PyErr_Format(PyExc_ValueError,
                      "attention: _variant 5 (persist_lookahead) takes head_dim 64 only, got %d",
                      p->head_dim);

@@ -65,6 +65,9 @@ enum {
     GP_ATTN_WGMMA_PERSIST_LOOKAHEAD = 5
 };
 #define GP_ATTN_WGMMA_VARIANTS 6
+/* Bits added to a variant (0 included) to force how O leaves: through shared memory and TMA, or
+ * from registers (gp_attn_flash_wgmma_out_smem picks per shape). */
+enum { GP_ATTN_WGMMA_OUT_SMEM = 8, GP_ATTN_WGMMA_OUT_REGS = 16 };
 
 /* Nonzero when every row of every tensor starts on a 16-byte boundary (cp.async, vector I/O). */
 static inline int
@@ -113,6 +116,9 @@ cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t str
  * "fixed", "persist_lookahead" (0: "per_shape"; out of range: "unknown"). */
 int gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms);
 const char *gp_attn_flash_wgmma_schedule_name(int schedule);
+/* Nonzero where `schedule` (never PER_SHAPE) stores O through shared memory and TMA for p's
+ * shape, zero where from registers; pure. */
+int gp_attn_flash_wgmma_out_smem(const gp_attn_params *p, int schedule);
 /* n / d as the persistent kernels divide (a multiply-high and a shift with constants made on the
  * host, attention_sm90.cuh FastDiv), for d from 1 to 2^32 - 1 and n from 0 to 2^31 - 1; -1
  * outside those ranges. For tests. */

@@ -100,8 +100,9 @@ template <int CONSUMERS> struct Block {
 };
 
 // Shared memory, from a 1024-byte aligned base: Q (BM×D), STAGES K tiles, STAGES V tiles (BN×D
-// each, as D/64 column blocks), then the mbarriers. Every tile starts on a 1024-byte boundary
-// (BM·128 and BN·128 bytes are multiples of 1024).
+// each, as D/64 column blocks), then the mbarriers; where O leaves by TMA (OUT_SMEM), O last
+// (BM×D: each consumer's 64 rows, as D/64 column blocks). Every tile starts on a 1024-byte
+// boundary (BM·128 and BN·128 bytes are multiples of 1024).
 // The persistent kernels (QBUFS = 2) keep two Q tiles, so that the next work item's Q loads while
 // the consumers still read the current one; their barriers are the K/V ones followed by
 // Q full and Q empty per Q buffer.
@@ -114,12 +115,18 @@ template <int D, int BM, int QBUFS = 1> struct Layout {
     static constexpr int BARS = 1 + 4 * STAGES + (QBUFS > 1 ? 2 * QBUFS : 0);
     // persistent: each Q buffer's item (m0, h, b), written by the producer before its Q load
     static constexpr uint32_t ITEM_OFF = BAR_OFF + BARS * 8;
-    static constexpr size_t SMEM = ITEM_OFF + (QBUFS > 1 ? QBUFS * 16 : 0) + 1024; // + alignment
-    static_assert(SMEM <= 227 * 1024, "more shared memory than an H100 block has");
+    static constexpr uint32_t END = ITEM_OFF + (QBUFS > 1 ? QBUFS * 16 : 0);
+    static constexpr uint32_t O_OFF = (END + 1023) / 1024 * 1024;
+    static constexpr size_t smem(bool out_smem) // + alignment of the base
+    {
+        return (out_smem ? O_OFF + BM * D * 2 : END) + 1024;
+    }
+    static_assert(smem(true) <= 227 * 1024, "more shared memory than an H100 block has");
 };
 
 struct Args {
     CUtensorMap q, k, v; // 4-D maps (head_dim, seq, heads, batch); boxes of 64 × BM or BN rows
+    CUtensorMap o;       // and of the output, boxes of 64 × 64 rows (one consumer's)
     gp_attn_params p;
     int m_tiles;   // persistent kernels: query tiles per (batch, head)
     int64_t items; // and work items, m_tiles · heads · batch (below 2^31, launch_persistent)
@@ -308,6 +315,55 @@ template <typename T, int D, int BM> struct Consumer {
             }
         }
     }
+
+    // Or out through shared memory: this warpgroup's 64 rows into its part of
+    // the O buffer (at `buf`, laid out as a TMA load of the same box would leave them: 64-column
+    // blocks of 64 rows × 128 bytes, each row's 16-byte chunks swizzled by the row), then one TMA
+    // store per column block by the warpgroup's first thread, which TMA clips at the end of the
+    // sequence. Before writing, that thread waits until its previous store has read the buffer;
+    // named barrier `bar_id` (the warpgroup's 128 threads) orders the two. The stores of 4 bytes
+    // per thread hit 32 distinct banks per warp: a warp's 8 rows per column group land in 8
+    // different chunks.
+    __device__ __forceinline__ void store_tma(const CUtensorMap *map, uint32_t buf, int t,
+                                              int row_lo, int h, int b, int bar_id)
+    {
+        const int warp = t >> 5, lane = t & 31;
+        float inv[2];
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            float sum = l[half];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            inv[half] = 1.0f / sum;
+        }
+        if (t == 0)
+            bulk_wait_read<0>();
+        named_sync<128>(bar_id);
+        {
+            const int q = lane >> 3, row = 16 * warp + (lane & 7) + 8 * (q & 1);
+#pragma unroll
+            for (int j = 0; j < D / 16; j++) {
+                uint32_t r[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int i = 2 * j + (e >> 1), half = e & 1;
+                    r[e] = tc::Mma<T>::pack(o[4 * i + 2 * half] * inv[half],
+                                            o[4 * i + 2 * half + 1] * inv[half]);
+                }
+                const int i = 2 * j + (q >> 1);
+                stmatrix_x4(buf + (i / 8) * (64 * 128) + row * 128 + (((i & 7) ^ (row & 7)) << 4),
+                            r);
+            }
+        }
+        fence_async_shared();
+        named_sync<128>(bar_id);
+        if (t == 0) {
+#pragma unroll
+            for (int c = 0; c < D / kBlockCols; c++)
+                tma_store_4d(map, buf + c * (64 * 128), c * kBlockCols, row_lo, h, b);
+            bulk_commit();
+        }
+    }
 };
 
 // Key tiles that the rows below row_end need: every tile, or (causal) those that start at or
@@ -348,10 +404,10 @@ struct Next {
     uint32_t g;        // its first K tile in the block's ring
 };
 
-template <typename T, int D, typename B, Schedule S, int QBUFS, bool PRE, bool CHAIN>
+template <typename T, int D, typename B, Schedule S, bool OUT_SMEM, int QBUFS, bool PRE, bool CHAIN>
 __device__ __forceinline__ void
 consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
-             const gp_attn_params &p, uint8_t *smem, const Barriers &bar, uint64_t *q_full,
+             const gp_attn_params &p, const CUtensorMap *o_map, uint8_t *smem, const Barriers &bar, uint64_t *q_full,
              uint32_t q_parity, uint64_t *q_empty, int qb, int m0, int h, int b, int block_tiles,
              uint32_t g0, int cw, const Next &nx)
 {
@@ -559,24 +615,29 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
         if constexpr (!CHAIN)
             release_skipped();
     }
-    c.store(p, r0, lane, b, h);
+    if constexpr (OUT_SMEM) {
+        if (row_lo < n) // warpgroup-uniform
+            c.store_tma(o_map, smem_u32(smem) + L::O_OFF + cw * (64 * D * 2), t, row_lo, h, b,
+                        1 + cw);
+    } else {
+        c.store(p, r0, lane, b, h);
+    }
 }
 
 // The fixed kernel's consumer: its block's one item (consume_item with g0 = 0).
-template <typename T, int D, typename B, Schedule S>
+template <typename T, int D, typename B, Schedule S, bool OUT_SMEM>
 __device__ void
-consume(const gp_attn_params &p, uint8_t *smem, const Barriers &bar, int m0, int block_tiles,
-        int cw)
+consume(const Args &a, uint8_t *smem, const Barriers &bar, int m0, int block_tiles, int cw)
 {
     Consumer<T, D, B::BM> c;
     float s1[Consumer<T, D, B::BM>::NS];
-    consume_item<T, D, B, S, 1, false, false>(c, s1, p, smem, bar, bar.q, 0, nullptr, 0, m0,
+    consume_item<T, D, B, S, OUT_SMEM, 1, false, false>(c, s1, a.p, &a.o, smem, bar, bar.q, 0, nullptr, 0, m0,
                                               blockIdx.y, blockIdx.z, block_tiles, 0, cw, Next{});
 }
 
 #endif // GP_SM90A
 
-template <typename T, int D, int CONSUMERS, Schedule S>
+template <typename T, int D, int CONSUMERS, Schedule S, bool OUT_SMEM>
 __global__ void
 __launch_bounds__(Block<CONSUMERS>::threads, 1) flash_wgmma_kernel(const __grid_constant__ Args a)
 {
@@ -596,6 +657,8 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1) flash_wgmma_kernel(const __grid_
         tma_prefetch_map(&a.q);
         tma_prefetch_map(&a.k);
         tma_prefetch_map(&a.v);
+        if (OUT_SMEM)
+            tma_prefetch_map(&a.o);
         mbar_init(bar.q, 1);
         for (int s = 0; s < L::STAGES; s++) {
             mbar_init(&bar.k_full[s], 1);
@@ -614,7 +677,9 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1) flash_wgmma_kernel(const __grid_
         return;
     }
     regs_claim<B::consumer_regs>();
-    consume<T, D, B, S>(p, smem, bar, m0, n_tiles, wg - 1);
+    consume<T, D, B, S, OUT_SMEM>(a, smem, bar, m0, n_tiles, wg - 1);
+    if (OUT_SMEM && (threadIdx.x & 127) == 0)
+        bulk_wait<0>(); // the O store issued last
 #else
     __trap(); // built without sm_90a code; the launcher never gets here (it checks the binary)
 #endif
@@ -726,7 +791,7 @@ produce_persistent(const Args &a, uint8_t *smem, const PBarriers &bar)
 // block's tile g0 + j. Items are chained (consume_item), but persist_lookahead's: the prologue
 // issues the first item's S_0, each item the next one's, and the last item a dummy one, waited
 // for after the loop, so that every item runs the same code.
-template <typename T, int D, typename B, Schedule S>
+template <typename T, int D, typename B, Schedule S, bool OUT_SMEM>
 __device__ void
 consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
 {
@@ -749,8 +814,8 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
             const int block_tiles = key_tiles(a.p, w.m0 + B::BM);
             C c;
             float s1[C::NS];
-            consume_item<T, D, B, S, 2, false, false>(
-                c, s1, a.p, smem, pb.ring, &pb.q_full[qb], (uint32_t)(k >> 1) & 1, &pb.q_empty[qb],
+            consume_item<T, D, B, S, OUT_SMEM, 2, false, false>(
+                c, s1, a.p, &a.o, smem, pb.ring, &pb.q_full[qb], (uint32_t)(k >> 1) & 1, &pb.q_empty[qb],
                 qb, w.m0, w.h, w.b, block_tiles, g0, cw, Next{});
             g0 += block_tiles;
         }
@@ -779,7 +844,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
         const Next nx = more ? Next{q_rows(qb ^ 1), &pb.q_full[qb ^ 1],
                                     (uint32_t)((k + 1) >> 1) & 1, g0 + block_tiles}
                              : Next{q_rows(qb), &pb.q_full[qb], q_parity, g_last};
-        consume_item<T, D, B, S, 2, true, true>(c, s1, a.p, smem, pb.ring, &pb.q_full[qb],
+        consume_item<T, D, B, S, OUT_SMEM, 2, true, true>(c, s1, a.p, &a.o, smem, pb.ring, &pb.q_full[qb],
                                                 q_parity, &pb.q_empty[qb], qb, w.m0, w.h, w.b,
                                                 block_tiles, g0, cw, nx);
         if (!more)
@@ -794,7 +859,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
 
 #endif // GP_SM90A
 
-template <typename T, int D, int CONSUMERS, Schedule S>
+template <typename T, int D, int CONSUMERS, Schedule S, bool OUT_SMEM>
 __global__ void
 __launch_bounds__(Block<CONSUMERS>::threads, 1)
     flash_wgmma_persistent_kernel(const __grid_constant__ Args a)
@@ -812,6 +877,8 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1)
         tma_prefetch_map(&a.q);
         tma_prefetch_map(&a.k);
         tma_prefetch_map(&a.v);
+        if (OUT_SMEM)
+            tma_prefetch_map(&a.o);
         for (int qb = 0; qb < 2; qb++) {
             mbar_init(&bar.q_full[qb], 1);
             mbar_init(&bar.q_empty[qb], 128 * B::consumers);
@@ -833,7 +900,9 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1)
         return;
     }
     regs_claim<B::consumer_regs>();
-    consume_persistent<T, D, B, S>(a, smem, bar, wg - 1);
+    consume_persistent<T, D, B, S, OUT_SMEM>(a, smem, bar, wg - 1);
+    if (OUT_SMEM && (threadIdx.x & 127) == 0)
+        bulk_wait<0>(); // the O store issued last
 #else
     __trap();
 #endif
@@ -856,7 +925,7 @@ runnable_on_current_device()
     int state = known[device].load(std::memory_order_relaxed);
     if (state == 0) {
         state =
-            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 128, 2, Schedule::overlapped>) && encoder() != nullptr
+            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 128, 2, Schedule::overlapped, false>) && encoder() != nullptr
                 ? 1
                 : -1;
         known[device].store(state, std::memory_order_relaxed);
@@ -864,21 +933,22 @@ runnable_on_current_device()
     return state == 1;
 }
 
-template <typename T, int D, int CONSUMERS, Schedule S>
+template <typename T, int D, int CONSUMERS, Schedule S, bool OUT_SMEM>
 cudaError_t
 launch(const gp_attn_params &p, cudaStream_t stream)
 {
     using B = Block<CONSUMERS>;
-    auto kernel = flash_wgmma_kernel<T, D, CONSUMERS, S>;
+    auto kernel = flash_wgmma_kernel<T, D, CONSUMERS, S, OUT_SMEM>;
     if (!runnable_on_current_device())
         return cudaErrorNotSupported;
     Args a;
     memset(&a, 0, sizeof a);
     a.p = p;
     if (!encode(&a.q, p.q, p.q_stride, p, B::BM) || !encode(&a.k, p.k, p.k_stride, p, kBN) ||
-        !encode(&a.v, p.v, p.v_stride, p, kBN))
+        !encode(&a.v, p.v, p.v_stride, p, kBN) ||
+        (OUT_SMEM && !encode(&a.o, p.o, p.o_stride, p, 64)))
         return cudaErrorNotSupported;
-    return launch_with_smem(kernel, grid_for(p, B::BM), dim3(B::threads), Layout<D, B::BM>::SMEM,
+    return launch_with_smem(kernel, grid_for(p, B::BM), dim3(B::threads), Layout<D, B::BM>::smem(OUT_SMEM),
                             stream, a);
 }
 
@@ -911,12 +981,12 @@ causal_group(const gp_attn_params &p, int m_tiles, int sms, int device)
 }
 
 // The persistent kernel: as many blocks as SMs, or work items if fewer.
-template <typename T, int D, int CONSUMERS, Schedule S>
+template <typename T, int D, int CONSUMERS, Schedule S, bool OUT_SMEM>
 cudaError_t
 launch_persistent(const gp_attn_params &p, cudaStream_t stream)
 {
     using B = Block<CONSUMERS>;
-    auto kernel = flash_wgmma_persistent_kernel<T, D, CONSUMERS, S>;
+    auto kernel = flash_wgmma_persistent_kernel<T, D, CONSUMERS, S, OUT_SMEM>;
     if (!runnable_on_current_device())
         return cudaErrorNotSupported;
     int device, sms;
@@ -942,35 +1012,50 @@ launch_persistent(const gp_attn_params &p, cudaStream_t stream)
     a.by_group_tiles = sm90::fast_div((uint32_t)a.group * (uint32_t)a.m_tiles);
     a.by_grid = sm90::fast_div(blocks);
     if (!encode(&a.q, p.q, p.q_stride, p, B::BM) || !encode(&a.k, p.k, p.k_stride, p, kBN) ||
-        !encode(&a.v, p.v, p.v_stride, p, kBN))
+        !encode(&a.v, p.v, p.v_stride, p, kBN) ||
+        (OUT_SMEM && !encode(&a.o, p.o, p.o_stride, p, 64)))
         return cudaErrorNotSupported;
-    return launch_with_smem(kernel, dim3(blocks), dim3(B::threads), Layout<D, B::BM, 2>::SMEM,
+    return launch_with_smem(kernel, dim3(blocks), dim3(B::threads), Layout<D, B::BM, 2>::smem(OUT_SMEM),
                             stream, a);
+}
+
+// One schedule's kernel, with O stored through shared memory (OUT_SMEM) or from registers.
+template <typename T, int D, int CONSUMERS, Schedule S, bool PERSISTENT>
+cudaError_t
+launch_out(const gp_attn_params &p, bool out_smem, cudaStream_t stream)
+{
+    if constexpr (PERSISTENT)
+        return out_smem ? launch_persistent<T, D, CONSUMERS, S, true>(p, stream)
+                        : launch_persistent<T, D, CONSUMERS, S, false>(p, stream);
+    else
+        return out_smem ? launch<T, D, CONSUMERS, S, true>(p, stream)
+                        : launch<T, D, CONSUMERS, S, false>(p, stream);
 }
 
 template <typename T>
 cudaError_t
-launch_dtype(const gp_attn_params &p, int schedule, cudaStream_t stream)
+launch_dtype(const gp_attn_params &p, int schedule, bool out_smem, cudaStream_t stream)
 {
     // The schedules (attention.h, GP_ATTN_WGMMA_*): persist the fixed block persistent, bm128
     // the 128-row overlapped block (head_dim 64: flash_wgmma_v4 of git history), persist_bm128
     // that block persistent, persist_lookahead that block with two S tiles per consumer (v4).
+    constexpr Schedule seq = Schedule::sequential, ovl = Schedule::overlapped;
     switch (schedule) {
     case GP_ATTN_WGMMA_PERSIST:
         if (p.head_dim == 64)
-            return launch_persistent<T, 64, 3, Schedule::sequential>(p, stream);
-        return launch_persistent<T, 128, 2, Schedule::overlapped>(p, stream);
+            return launch_out<T, 64, 3, seq, true>(p, out_smem, stream);
+        return launch_out<T, 128, 2, ovl, true>(p, out_smem, stream);
     case GP_ATTN_WGMMA_BM128:
         if (p.head_dim == 64)
-            return launch<T, 64, 2, Schedule::overlapped>(p, stream);
-        return launch<T, 128, 2, Schedule::overlapped>(p, stream);
+            return launch_out<T, 64, 2, ovl, false>(p, out_smem, stream);
+        return launch_out<T, 128, 2, ovl, false>(p, out_smem, stream);
     case GP_ATTN_WGMMA_PERSIST_BM128:
         if (p.head_dim == 64)
-            return launch_persistent<T, 64, 2, Schedule::overlapped>(p, stream);
-        return launch_persistent<T, 128, 2, Schedule::overlapped>(p, stream);
+            return launch_out<T, 64, 2, ovl, true>(p, out_smem, stream);
+        return launch_out<T, 128, 2, ovl, true>(p, out_smem, stream);
     case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD: // head_dim 64 only (v4)
         if (p.head_dim == 64)
-            return launch_persistent<T, 64, 2, Schedule::lookahead>(p, stream);
+            return launch_out<T, 64, 2, Schedule::lookahead, true>(p, out_smem, stream);
         return cudaErrorNotSupported;
     default:
         break;
@@ -979,8 +1064,8 @@ launch_dtype(const gp_attn_params &p, int schedule, cudaStream_t stream)
     // (docs/benchmarks.md, "flash_wgmma"): 192 rows in sequence at 64, 128 rows overlapped at 128
     // (a 192-row block does not fit O's registers at 128: a consumer gets 160).
     if (p.head_dim == 64)
-        return launch<T, 64, 3, Schedule::sequential>(p, stream);
-    return launch<T, 128, 2, Schedule::overlapped>(p, stream);
+        return launch_out<T, 64, 3, seq, false>(p, out_smem, stream);
+    return launch_out<T, 128, 2, ovl, false>(p, out_smem, stream);
 }
 
 // The fixed kernel's run time with blocks of `rows` query rows on `sms` SMs, in units of one
@@ -1135,6 +1220,26 @@ gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
     return GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
 }
 
+// How O leaves (v7): through shared memory and TMA where an item has few key tiles, so that the
+// store is a larger share of its time, from registers elsewhere. Shared memory gained 5-15 % at
+// N = 512 (head_dim 128 causal 0.83 -> 0.92 of cuDNN) and 1-4 % at causal N = 1024, but the
+// same kernels compiled with it ran their tile loops up to 7 % slower on long items (head_dim 128
+// persist at N = 1024, 8 tiles an item; persist_lookahead from N = 2048), so those keep the
+// stores from registers (H100, 2026-11-26, sixth session; NOTES.md, "O through shared memory").
+extern "C" int
+gp_attn_flash_wgmma_out_smem(const gp_attn_params *p, int schedule)
+{
+    const int n = p->seq;
+    switch (schedule) {
+    case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD:
+        return n <= 512 || (p->causal && n <= 1024);
+    case GP_ATTN_WGMMA_PERSIST:
+        return p->head_dim == 64 || n <= 512 || p->causal;
+    default:
+        return 1;
+    }
+}
+
 extern "C" const char *
 gp_attn_flash_wgmma_schedule_name(int schedule)
 {
@@ -1146,9 +1251,11 @@ gp_attn_flash_wgmma_schedule_name(int schedule)
 extern "C" cudaError_t
 gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream)
 {
-    if (!gp_attn_flash_wgmma_supports(p) || p->variant < 0 || p->variant >= GP_ATTN_WGMMA_VARIANTS)
+    const int out = p->variant & (GP_ATTN_WGMMA_OUT_SMEM | GP_ATTN_WGMMA_OUT_REGS);
+    int schedule = p->variant & ~out;
+    if (!gp_attn_flash_wgmma_supports(p) || schedule < 0 || schedule >= GP_ATTN_WGMMA_VARIANTS ||
+        out == (GP_ATTN_WGMMA_OUT_SMEM | GP_ATTN_WGMMA_OUT_REGS))
         return cudaErrorNotSupported;
-    int schedule = p->variant;
     if (schedule == GP_ATTN_WGMMA_PER_SHAPE) {
         int device, sms;
         cudaError_t err = cudaGetDevice(&device);
@@ -1158,7 +1265,9 @@ gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream)
             return err;
         schedule = gp_attn_flash_wgmma_schedule(p, sms);
     }
+    const bool out_smem = out ? out == GP_ATTN_WGMMA_OUT_SMEM
+                              : gp_attn_flash_wgmma_out_smem(p, schedule) != 0;
     if (p->dtype == GP_ATTN_F16)
-        return gp_attn::launch_dtype<__half>(*p, schedule, stream);
-    return gp_attn::launch_dtype<__nv_bfloat16>(*p, schedule, stream);
+        return gp_attn::launch_dtype<__half>(*p, schedule, out_smem, stream);
+    return gp_attn::launch_dtype<__nv_bfloat16>(*p, schedule, out_smem, stream);
 }

@@ -142,6 +142,75 @@ tma_load_4d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1, in
                  : "memory");
 }
 
+// The box at coordinates (c0 innermost .. c3) of a 4-D tensor map from shared memory (address
+// `src`) to global; elements outside the tensor are not written. The copy joins the issuing
+// thread's current bulk async-group (bulk_commit, bulk_wait_read, bulk_wait). Before it,
+// fence_async_shared: the threads' writes of `src` are generic-proxy stores, and TMA reads
+// through the async proxy.
+__device__ __forceinline__ void
+tma_store_4d(const CUtensorMap *map, uint32_t src, int c0, int c1, int c2, int c3)
+{
+    asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group"
+                 " [%0, {%2, %3, %4, %5}], [%1];\n" ::"l"(map),
+                 "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
+}
+
+__device__ __forceinline__ void
+bulk_commit()
+{
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// Until at most N of this thread's bulk groups still read their shared memory (it may be
+// written again).
+template <int N>
+__device__ __forceinline__ void
+bulk_wait_read()
+{
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+
+// Until at most N of this thread's bulk groups are incomplete (their writes done).
+template <int N>
+__device__ __forceinline__ void
+bulk_wait()
+{
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+// Makes this thread's earlier shared-memory writes visible to the async proxy (a TMA store).
+__device__ __forceinline__ void
+fence_async_shared()
+{
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Named barrier `id` (1..15; 0 is __syncthreads') for THREADS threads, whole warps.
+template <int THREADS>
+__device__ __forceinline__ void
+named_sync(int id)
+{
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory");
+}
+
+__device__ __forceinline__ void
+st_shared_u32(uint32_t addr, uint32_t value)
+{
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
+}
+
+// Four 8×8 matrices of 16-bit elements from registers to shared memory: lane l gives the address
+// of row l % 8 of matrix l / 8 (16 bytes); register q holds matrix q as an mma accumulator
+// fragment pair (row lane / 4, columns 2·(lane % 4), +1).
+__device__ __forceinline__ void
+stmatrix_x4(uint32_t addr, const uint32_t (&r)[4])
+{
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr),
+                 "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+}
+
 // ---- register reallocation (per warpgroup; every warp of it executes the same one) -------------
 
 template <int REGS>

@@ -117,12 +117,15 @@ def test_nan_and_inf_propagate_like_the_reference(causal, where):
 # default), 1 persist (the fixed block persistent), 2 bm128 (the 128-row overlapped block),
 # 3 persist_bm128, 4 fixed (the block every shape ran before issue 27), 5 persist_lookahead
 # (persist_bm128 with two S tiles per consumer; head_dim 64 only, refused at 128:
-# test_attention_args.py).
-VARIANTS = [0, 1, 2, 3, 4, 5]
+# test_attention_args.py); each also with O forced out through shared memory (+8) and from
+# registers (+16), since every schedule's kernel is built both ways.
+OUT_SMEM, OUT_REGS = 8, 16
+SCHEDULE_VARIANTS = [0, 1, 2, 3, 4, 5]
+VARIANTS = [v + out for out in (0, OUT_SMEM, OUT_REGS) for v in SCHEDULE_VARIANTS]
 SCHEDULES = {"persist": 1, "bm128": 2, "persist_bm128": 3, "fixed": 4, "persist_lookahead": 5}
 LOOKAHEAD = 5
 # (variant, head_dim) for every variant at every head_dim it takes
-VARIANT_HEAD_DIMS = [(v, d) for v in VARIANTS for d in (64, 128) if v != LOOKAHEAD or d == 64]
+VARIANT_HEAD_DIMS = [(v, d) for v in VARIANTS for d in (64, 128) if v % 8 != LOOKAHEAD or d == 64]
 
 
 def run_variant(q, k, v, dtype, variant, causal=False, scale=None):
@@ -174,6 +177,19 @@ def test_variant_strided_inputs_and_output(variant):
 
 
 @hopper
+@pytest.mark.parametrize("variant, head_dim", [(v, d) for v in SCHEDULE_VARIANTS for d in (64, 128)
+                                               if v != LOOKAHEAD or d == 64])
+@pytest.mark.parametrize("causal", [False, True])
+def test_both_ways_of_storing_o_give_the_same_bits(variant, head_dim, causal):
+    """O / l rounded in registers and stored from them, or written to shared memory and stored
+    by TMA: the same arithmetic, so the same bits, over ragged rows and many items per block."""
+    q, k, v = inputs((3, 70, 300, head_dim), "bfloat16")
+    smem = run_variant(q, k, v, "bfloat16", variant + OUT_SMEM, causal)
+    np.testing.assert_array_equal(smem, run_variant(q, k, v, "bfloat16", variant + OUT_REGS, causal))
+    check(smem, q, k, v, "bfloat16", causal)
+
+
+@hopper
 @pytest.mark.parametrize("seq", [255, 256, 257, 640, 769])
 @pytest.mark.parametrize("causal", [False, True])
 def test_lookahead_every_tile_count(seq, causal):
@@ -198,6 +214,9 @@ def test_the_default_runs_the_schedule_chosen_for_the_shape(shape, causal):
     name = _C._attention_wgmma_schedule(shape, causal)
     got = run_variant(q, k, v, "bfloat16", 0, causal)
     np.testing.assert_array_equal(got, run_variant(q, k, v, "bfloat16", SCHEDULES[name], causal))
+    out = {"smem": OUT_SMEM, "regs": OUT_REGS}[_C._attention_wgmma_out(shape, causal, name)]
+    np.testing.assert_array_equal(got, run_variant(q, k, v, "bfloat16", SCHEDULES[name] + out,
+                                                   causal))
     impl, why = _C._attention_auto_choice("bfloat16", shape, causal)
     assert impl == "flash_wgmma" and f"its schedule for this shape (causal={causal}, " in why
     assert why.split("SMs): ")[1].startswith(name + " (")

@@ -192,6 +192,65 @@ def test_the_rule_is_within_002_of_the_best_on_the_recorded_grids(grid, count):
         assert ratios[picked] >= max(ratios.values()) - 0.02, (shape, causal, dtype, picked, ratios)
 
 
+# How O leaves (gp_attn_flash_wgmma_out_smem): the grid of 2026-11-26 (sixth session) with the
+# schedule per shape and O forced out each way, in the same run (H100, 132 SMs).
+OUT_GRID = "attention_grid_out_h100_2026-11-26.json"
+
+
+def out(shape, causal, name):
+    return _C._attention_wgmma_out(shape, causal, name)
+
+
+def test_the_out_rule_is_within_002_of_the_better_way_on_the_recorded_grid():
+    """docs/results/attention_grid_out_h100_2026-11-26.json: on every shape and dtype where both
+    ways ran at cuDNN's SM clock (within 5 %), the way the rule picks read within 0.02 of the
+    better one; where the clocks differed, within 0.05."""
+    with open(os.path.join(RESULTS, OUT_GRID)) as f:
+        grid = json.load(f)
+    assert grid["config"]["device"]["sm_count"] == SMS
+    shapes = {}
+    for r in grid["results"]:
+        if r["impl"] in ("gp_out_smem", "gp_out_regs"):
+            shapes.setdefault((tuple(r["shape"]), r["causal"], r["dtype"]), []).append(r)
+    assert len(shapes) == 56
+    for (shape, causal, dtype), rows in sorted(shapes.items()):
+        assert len(rows) == 2 and rows[0]["schedule"] == rows[1]["schedule"]
+        ratios = {r["out"]: r["vs_cudnn"] for r in rows}
+        same_clock = all(abs(r["clock_vs_cudnn"] - 1) <= 0.05 for r in rows)
+        picked = out(shape, causal, rows[0]["schedule"])
+        assert ratios[picked] >= max(ratios.values()) - (0.02 if same_clock else 0.05), (
+            shape, causal, dtype, picked, ratios)
+
+
+@pytest.mark.parametrize("shape, causal, name, want", [
+    # persist_lookahead: items of up to 4 key tiles (N <= 512), causal up to 8
+    ((32, 32, 512, 64), False, LA, "smem"), ((32, 32, 513, 64), False, LA, "regs"),
+    ((16, 32, 1024, 64), True, LA, "smem"), ((16, 32, 1025, 64), True, LA, "regs"),
+    ((16, 32, 1024, 64), False, LA, "regs"), ((1, 1, 16384, 64), True, LA, "regs"),
+    # persist: the 192-row block always, the head_dim 128 one up to 512 keys or causal
+    ((2, 32, 8192, 64), False, "persist", "smem"),
+    ((32, 16, 512, 128), False, "persist", "smem"), ((32, 16, 513, 128), False, "persist", "regs"),
+    ((16, 16, 1024, 128), False, "persist", "regs"), ((1, 1, 16384, 128), True, "persist", "smem"),
+    # the others everywhere
+    ((1, 1, 16384, 128), False, "fixed", "smem"), ((1, 1, 512, 64), False, "fixed", "smem"),
+    ((1, 3, 8192, 64), True, "bm128", "smem"), ((1, 1, 16384, 64), False, "persist_bm128", "smem"),
+])
+def test_the_out_rule(shape, causal, name, want):
+    assert out(shape, causal, name) == want
+
+
+@pytest.mark.parametrize("args, error, match", [
+    (((1, 1, 512, 64), False, "per_shape"), ValueError, "unknown schedule 'per_shape'"),
+    (((1, 1, 512, 64), False, "fast"), ValueError, "unknown schedule 'fast' \\(persist, bm128"),
+    (((1, 1, 512, 96), False, "fixed"), ValueError, "supports head_dim 64 and 128, got 96"),
+    (((1, 1, 512, 64), False), TypeError, ""),
+    (((1, 1, 512, 64), False, 3), TypeError, ""),
+])
+def test_out_rule_bad_arguments(args, error, match):
+    with pytest.raises(error, match=match or None):
+        _C._attention_wgmma_out(*args)
+
+
 def test_dtype_and_sm_count_do_not_change_the_short_rules():
     for sms in (1, 78, 132, 1 << 20):
         assert schedule((1, 1, 512, 64), True, sms=sms) == LA

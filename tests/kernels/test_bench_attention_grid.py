@@ -30,11 +30,16 @@ def test_flops_halved_when_causal():
 def test_variants_by_name():
     assert grid.parse_variants("gp, cudnn") == ["gp", "cudnn"]
     assert grid.GP_VARIANTS == {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2,
-                                "gp_persist_bm128": 3, "gp_persist_lookahead": 5}
-    # the default list: the per-shape choice, the old fixed block, the other four, the peers
-    assert grid.NAMES == ("gp", "gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128",
-                          "gp_persist_lookahead", "cudnn", "fa2")
-    assert grid.parse_args([]).variants == list(grid.NAMES)
+                                "gp_persist_bm128": 3, "gp_persist_lookahead": 5,
+                                "gp_out_smem": 8, "gp_out_regs": 16}
+    # the default list: the per-shape choice, the old fixed block, the other four, the peers;
+    # the two ways of storing O forced only when asked for
+    assert grid.DEFAULT == ("gp", "gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128",
+                            "gp_persist_lookahead", "cudnn", "fa2")
+    assert grid.parse_args([]).variants == list(grid.DEFAULT)
+    assert grid.parse_variants("gp_out_smem,gp_out_regs") == ["gp_out_smem", "gp_out_regs"]
+    assert grid.SCHEDULES == {4: "fixed", 1: "persist", 2: "bm128", 3: "persist_bm128",
+                              5: "persist_lookahead"}
     with pytest.raises(ValueError, match=r"unknown \['gp_v9'\]"):
         grid.parse_variants("gp,gp_v9")
     with pytest.raises(SystemExit):
