@@ -54,6 +54,11 @@
 //   v6  issue 27: the producer computes each item's (query tile, head, batch) with divisions by
 //       constants (FastDiv) and hands it to the consumers in shared memory beside the item's Q
 //       buffer; before, every consumer thread did 64-bit divisions between items.
+//   v7  issue 27: O leaves through shared memory (stmatrix into each consumer's 64-row buffer, a
+//       named barrier, one TMA store per 64-column block) where an item has few key tiles, from
+//       registers elsewhere: every kernel is built both ways (OUT_SMEM), and
+//       gp_attn_flash_wgmma_out_smem picks per shape, since the kernels built with it run their
+//       tile loops up to 7 % slower on long items (NOTES.md, "O through shared memory").
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
