@@ -35,6 +35,8 @@ def test_arguments():
                 ["--schedules", ""], ["--timeout", "0"]):
         with pytest.raises(SystemExit):
             counters.parse_args(bad)
+    # pcs (the most sampled SASS offsets) only when asked for
+    assert counters.parse_args(["--what", "pcs,stalls"]).what == ["pcs", "stalls"]
 
 
 def test_schedules_are_the_grid_s_variants():
