@@ -41,11 +41,12 @@
 //       (persistent or not). The schedule is chosen per shape (gp_attn_flash_wgmma_schedule,
 //       NOTES.md); _variant 1-4 of _C._attention force one (attention.h).
 //   v4  issue 27 (_variant 5, persist_lookahead; what head_dim 64 runs but where 192-row items
-//       fill the waves better): the persistent 128-row block with two S tiles per consumer: S_(j+1) = Q·K_(j+1)ᵀ is issued
-//       before the softmax of S_j, then P_j·V_j, so the tensor pipe has both of those products
-//       (Q·K_(j+1)ᵀ and P_(j-1)·V_(j-1)) to run while the exponentials of tile j do (FA3's
-//       intra-warpgroup overlap one tile deeper than overlapped; NOTES.md has the floors and the
-//       registers: 2·64 for S, 32 for O, 32 for P, within the 240 a 2-consumer thread has).
+//       fill the waves better): the persistent 128-row block with two S tiles per consumer:
+//       S_(j+1) = Q·K_(j+1)ᵀ is issued before the softmax of S_j, then P_j·V_j, so the tensor
+//       pipe has both of those products (Q·K_(j+1)ᵀ and P_(j-1)·V_(j-1)) to run while the
+//       exponentials of tile j do (FA3's intra-warpgroup overlap one tile deeper than overlapped;
+//       NOTES.md has the floors and the registers: 2·64 for S, 32 for O, 32 for P, within the 240
+//       a 2-consumer thread has).
 //       The barriers' phases are those of overlapped (same tiles, same releases); only the order
 //       of the waits within a tile changed. head_dim 128 (O 64 registers) is refused.
 //   v5  issue 27: the persistent kernels but v4 chain their items (the next item's S_0 issued
@@ -326,9 +327,8 @@ template <typename T, int D, int BM> struct Consumer {
     // blocks of 64 rows × 128 bytes, each row's 16-byte chunks swizzled by the row), then one TMA
     // store per column block by the warpgroup's first thread, which TMA clips at the end of the
     // sequence. Before writing, that thread waits until its previous store has read the buffer;
-    // named barrier `bar_id` (the warpgroup's 128 threads) orders the two. The stores of 4 bytes
-    // per thread hit 32 distinct banks per warp: a warp's 8 rows per column group land in 8
-    // different chunks.
+    // named barrier `bar_id` (the warpgroup's 128 threads) orders the two. stmatrix writes each
+    // 8×8 matrix's 8 rows of 16 bytes into 8 different chunks of the swizzle: no bank conflicts.
     __device__ __forceinline__ void store_tma(const CUtensorMap *map, uint32_t buf, int t,
                                               int row_lo, int h, int b, int bar_id)
     {
@@ -412,9 +412,9 @@ struct Next {
 template <typename T, int D, typename B, Schedule S, bool OUT_SMEM, int QBUFS, bool PRE, bool CHAIN>
 __device__ __forceinline__ void
 consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
-             const gp_attn_params &p, const CUtensorMap *o_map, uint8_t *smem, const Barriers &bar, uint64_t *q_full,
-             uint32_t q_parity, uint64_t *q_empty, int qb, int m0, int h, int b, int block_tiles,
-             uint32_t g0, int cw, const Next &nx)
+             const gp_attn_params &p, const CUtensorMap *o_map, uint8_t *smem, const Barriers &bar,
+             uint64_t *q_full, uint32_t q_parity, uint64_t *q_empty, int qb, int m0, int h, int b,
+             int block_tiles, uint32_t g0, int cw, const Next &nx)
 {
     using L = Layout<D, B::BM, QBUFS>;
     using C = Consumer<T, D, B::BM>;
@@ -636,8 +636,9 @@ consume(const Args &a, uint8_t *smem, const Barriers &bar, int m0, int block_til
 {
     Consumer<T, D, B::BM> c;
     float s1[Consumer<T, D, B::BM>::NS];
-    consume_item<T, D, B, S, OUT_SMEM, 1, false, false>(c, s1, a.p, &a.o, smem, bar, bar.q, 0, nullptr, 0, m0,
-                                              blockIdx.y, blockIdx.z, block_tiles, 0, cw, Next{});
+    consume_item<T, D, B, S, OUT_SMEM, 1, false, false>(c, s1, a.p, &a.o, smem, bar, bar.q, 0,
+                                                        nullptr, 0, m0, blockIdx.y, blockIdx.z,
+                                                        block_tiles, 0, cw, Next{});
 }
 
 #endif // GP_SM90A
@@ -820,8 +821,8 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
             C c;
             float s1[C::NS];
             consume_item<T, D, B, S, OUT_SMEM, 2, false, false>(
-                c, s1, a.p, &a.o, smem, pb.ring, &pb.q_full[qb], (uint32_t)(k >> 1) & 1, &pb.q_empty[qb],
-                qb, w.m0, w.h, w.b, block_tiles, g0, cw, Next{});
+                c, s1, a.p, &a.o, smem, pb.ring, &pb.q_full[qb], (uint32_t)(k >> 1) & 1,
+                &pb.q_empty[qb], qb, w.m0, w.h, w.b, block_tiles, g0, cw, Next{});
             g0 += block_tiles;
         }
         return;
@@ -849,9 +850,9 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
         const Next nx = more ? Next{q_rows(qb ^ 1), &pb.q_full[qb ^ 1],
                                     (uint32_t)((k + 1) >> 1) & 1, g0 + block_tiles}
                              : Next{q_rows(qb), &pb.q_full[qb], q_parity, g_last};
-        consume_item<T, D, B, S, OUT_SMEM, 2, true, true>(c, s1, a.p, &a.o, smem, pb.ring, &pb.q_full[qb],
-                                                q_parity, &pb.q_empty[qb], qb, w.m0, w.h, w.b,
-                                                block_tiles, g0, cw, nx);
+        consume_item<T, D, B, S, OUT_SMEM, 2, true, true>(
+            c, s1, a.p, &a.o, smem, pb.ring, &pb.q_full[qb], q_parity, &pb.q_empty[qb], qb, w.m0,
+            w.h, w.b, block_tiles, g0, cw, nx);
         if (!more)
             break;
         g0 += block_tiles;
@@ -930,7 +931,8 @@ runnable_on_current_device()
     int state = known[device].load(std::memory_order_relaxed);
     if (state == 0) {
         state =
-            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 128, 2, Schedule::overlapped, false>) && encoder() != nullptr
+            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 128, 2, Schedule::overlapped, false>) &&
+                    encoder() != nullptr
                 ? 1
                 : -1;
         known[device].store(state, std::memory_order_relaxed);
@@ -953,8 +955,8 @@ launch(const gp_attn_params &p, cudaStream_t stream)
         !encode(&a.v, p.v, p.v_stride, p, kBN) ||
         (OUT_SMEM && !encode(&a.o, p.o, p.o_stride, p, 64)))
         return cudaErrorNotSupported;
-    return launch_with_smem(kernel, grid_for(p, B::BM), dim3(B::threads), Layout<D, B::BM>::smem(OUT_SMEM),
-                            stream, a);
+    return launch_with_smem(kernel, grid_for(p, B::BM), dim3(B::threads),
+                            Layout<D, B::BM>::smem(OUT_SMEM), stream, a);
 }
 
 // The (batch, head) pairs per group of causal work items (work_item): as many as keep their K and
@@ -1020,8 +1022,8 @@ launch_persistent(const gp_attn_params &p, cudaStream_t stream)
         !encode(&a.v, p.v, p.v_stride, p, kBN) ||
         (OUT_SMEM && !encode(&a.o, p.o, p.o_stride, p, 64)))
         return cudaErrorNotSupported;
-    return launch_with_smem(kernel, dim3(blocks), dim3(B::threads), Layout<D, B::BM, 2>::smem(OUT_SMEM),
-                            stream, a);
+    return launch_with_smem(kernel, dim3(blocks), dim3(B::threads),
+                            Layout<D, B::BM, 2>::smem(OUT_SMEM), stream, a);
 }
 
 // One schedule's kernel, with O stored through shared memory (OUT_SMEM) or from registers.
@@ -1270,8 +1272,8 @@ gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream)
             return err;
         schedule = gp_attn_flash_wgmma_schedule(p, sms);
     }
-    const bool out_smem = out ? out == GP_ATTN_WGMMA_OUT_SMEM
-                              : gp_attn_flash_wgmma_out_smem(p, schedule) != 0;
+    const bool out_smem =
+        out ? out == GP_ATTN_WGMMA_OUT_SMEM : gp_attn_flash_wgmma_out_smem(p, schedule) != 0;
     if (p->dtype == GP_ATTN_F16)
         return gp_attn::launch_dtype<__half>(*p, schedule, out_smem, stream);
     return gp_attn::launch_dtype<__nv_bfloat16>(*p, schedule, out_smem, stream);
