@@ -26,11 +26,11 @@ import json
 import sys
 import time
 
-from bench_attention_grid import GP_VARIANTS
 from bench_attention_grid import HEAD_DIMS as GRID_HEAD_DIMS
+from bench_attention_grid import SCHEDULES as GRID_SCHEDULES
 
 # schedule name -> _variant, and the schedules that take only some head_dims: the grid's
-SCHEDULES = {name[3:]: v for name, v in GP_VARIANTS.items() if 0 < v < 8}
+SCHEDULES = {name: v for v, name in GRID_SCHEDULES.items()}
 HEAD_DIMS = {name[3:]: dims for name, dims in GRID_HEAD_DIMS.items()}
 WHAT = ("metrics", "stalls", "pcs")
 DEFAULT_WHAT = ("metrics", "stalls")

@@ -322,13 +322,13 @@ template <typename T, int D, int BM> struct Consumer {
         }
     }
 
-    // Or out through shared memory: this warpgroup's 64 rows into its part of
-    // the O buffer (at `buf`, laid out as a TMA load of the same box would leave them: 64-column
-    // blocks of 64 rows × 128 bytes, each row's 16-byte chunks swizzled by the row), then one TMA
-    // store per column block by the warpgroup's first thread, which TMA clips at the end of the
-    // sequence. Before writing, that thread waits until its previous store has read the buffer;
-    // named barrier `bar_id` (the warpgroup's 128 threads) orders the two. stmatrix writes each
-    // 8×8 matrix's 8 rows of 16 bytes into 8 different chunks of the swizzle: no bank conflicts.
+    // Or out through shared memory: this warpgroup's 64 rows into its part of the O buffer (at
+    // `buf`, laid out as a TMA load of the same box would leave them: 64-column blocks of 64 rows
+    // × 128 bytes, each row's 16-byte chunks swizzled by the row), then one TMA store per column
+    // block by the warpgroup's first thread, which TMA clips at the end of the sequence. Before
+    // writing, that thread waits until its previous store has read the buffer; named barrier
+    // `bar_id` (the warpgroup's 128 threads) orders the two. stmatrix writes each 8×8 matrix's 8
+    // rows of 16 bytes into 8 different chunks of the swizzle: no bank conflicts.
     __device__ __forceinline__ void store_tma(const CUtensorMap *map, uint32_t buf, int t,
                                               int row_lo, int h, int b, int bar_id)
     {

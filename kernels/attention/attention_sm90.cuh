@@ -194,12 +194,6 @@ named_sync(int id)
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory");
 }
 
-__device__ __forceinline__ void
-st_shared_u32(uint32_t addr, uint32_t value)
-{
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
-}
-
 // Four 8×8 matrices of 16-bit elements from registers to shared memory: lane l gives the address
 // of row l % 8 of matrix l / 8 (16 bytes); register q holds matrix q as an mma accumulator
 // fragment pair (row lane / 4, columns 2·(lane % 4), +1).
