@@ -58,8 +58,8 @@
 //   v7  issue 27: O leaves through shared memory (stmatrix into each consumer's 64-row buffer, a
 //       named barrier, one TMA store per 64-column block) where an item has few key tiles, from
 //       registers elsewhere: every kernel is built both ways (OUT_SMEM), and
-//       gp_attn_flash_wgmma_out_smem picks per shape, since the kernels built with it run their
-//       tile loops up to 7 % slower on long items (NOTES.md, "O through shared memory").
+//       gp_attn_flash_wgmma_out_smem picks per shape, since some kernels built with it run
+//       their tile loops slower on long items (NOTES.md, "O through shared memory").
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
@@ -621,9 +621,11 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
             release_skipped();
     }
     if constexpr (OUT_SMEM) {
-        if (row_lo < n) // warpgroup-uniform
-            c.store_tma(o_map, smem_u32(smem) + L::O_OFF + cw * (64 * D * 2), t, row_lo, h, b,
-                        1 + cw);
+        // No `row_lo < n` guard: TMA clips a box that lies wholly past the sequence, and a
+        // branch here on a value ptxas cannot prove uniform takes the persistent kernels' tile
+        // loops off the uniform datapath (descriptors and mbarrier addresses back in ordinary
+        // registers, about 7 % slower on long items; NOTES.md, "O through shared memory").
+        c.store_tma(o_map, smem_u32(smem) + L::O_OFF + cw * (64 * D * 2), t, row_lo, h, b, 1 + cw);
     } else {
         c.store(p, r0, lane, b, h);
     }
@@ -1227,21 +1229,24 @@ gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
     return GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
 }
 
-// How O leaves (v7): through shared memory and TMA where an item has few key tiles, so that the
-// store is a larger share of its time, from registers elsewhere. Shared memory gained 5-15 % at
-// N = 512 (head_dim 128 causal 0.83 -> 0.92 of cuDNN) and 1-4 % at causal N = 1024, but the
-// same kernels compiled with it ran their tile loops up to 7 % slower on long items (head_dim 128
-// persist at N = 1024, 8 tiles an item; persist_lookahead from N = 2048), so those keep the
-// stores from registers (H100, 2026-11-26, sixth session; NOTES.md, "O through shared memory").
+// How O leaves (v7): through shared memory and TMA for the head_dim 128 blocks (fixed and
+// persist) at every length, and for persist_lookahead where an item has at most 4 key tiles
+// (N <= 512); from registers for persist_lookahead beyond that and for the 192-row persistent
+// block, whose shared-memory builds run long items 1-9 % slower. From the whole grid with each
+// way forced, twice, after the store's guard went (H100, 2026-11-26, seventh session; mean
+// ratios to cuDNN): head_dim 128 persist at N = 512 1.006 against 0.89, fixed at 2048 0.96-0.99
+// against 0.92-0.94, persist_lookahead at 512 1.02 against 0.98-0.99 and at 2048 1.01 against
+// 1.03-1.04, the 192-row block at N = 8192 1.01-1.02 against 1.05 (NOTES.md, "O through shared
+// memory").
 extern "C" int
 gp_attn_flash_wgmma_out_smem(const gp_attn_params *p, int schedule)
 {
     const int n = p->seq;
     switch (schedule) {
     case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD:
-        return n <= 512 || (p->causal && n <= 1024);
+        return n <= 512;
     case GP_ATTN_WGMMA_PERSIST:
-        return p->head_dim == 64 || n <= 512 || p->causal;
+        return p->head_dim == 128;
     default:
         return 1;
     }

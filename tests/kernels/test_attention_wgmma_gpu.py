@@ -8,7 +8,7 @@ previous one (kernels/attention/attention_flash_wgmma.cu)."""
 
 import numpy as np
 import pytest
-from test_attention_gpu import bnhd_case, check, inputs, poisoned
+from test_attention_gpu import CAIView, bnhd_case, check, inputs, poisoned
 
 import gpuprofile as gp
 from gpuprofile import _C, kernels
@@ -174,6 +174,27 @@ def test_variant_strided_inputs_and_output(variant):
     (q, k, v), views, out_mem, out = bnhd_case(2, 200, 3, 64)
     _C._attention(*views, out, impl="flash_wgmma", causal=True, _variant=variant)
     check(out_mem.numpy().transpose(0, 2, 1, 3), q, k, v, "float16", True)
+
+
+@hopper
+@pytest.mark.parametrize("variant, head_dim", VARIANT_HEAD_DIMS)
+@pytest.mark.parametrize("seq", [40, 100, 200])
+@pytest.mark.parametrize("causal", [False, True])
+def test_nothing_is_written_past_the_sequence(variant, head_dim, seq, causal):
+    """O as the first seq rows of each head in a buffer with 200 more, which hold a sentinel:
+    warpgroups whose 64 rows lie wholly past the sequence (seq 40: the second of a 128-row block,
+    the second and third of a 192-row one) still issue their TMA stores, which the tensor map
+    must clip at seq, not spill into the head's next rows."""
+    b, h, spare, sentinel = 2, 3, 200, 7.0
+    q, k, v = inputs((b, h, seq, head_dim), "float16")
+    rows = seq + spare
+    out_mem = kernels.to_device(np.full((b, h, rows, head_dim), sentinel, np.float32), "float16")
+    out = CAIView(out_mem, (b, h, seq, head_dim), (h * rows * head_dim, rows * head_dim, head_dim, 1))
+    _C._attention(*(kernels.to_device(x, "float16") for x in (q, k, v)), out,
+                  impl="flash_wgmma", causal=causal, _variant=variant)
+    got = out_mem.numpy()
+    assert (got[:, :, seq:] == sentinel).all()
+    check(got[:, :, :seq], q, k, v, "float16", causal)
 
 
 @hopper
