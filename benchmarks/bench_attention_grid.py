@@ -60,9 +60,9 @@ ONE_WAVE = ((1, 3, 8192, 64), (1, 2, 8192, 128), (1, 1, 16384, 64), (1, 4, 4096,
 # (shape, dtype, causal): issue 27's worst (fixed/cuDNN 0.79, 0.87, 0.96 then); the 2026-11-26
 # grid's worst for the fixed schedule (0.70 causal and 0.74 at N = 512, 0.73 causal at 1024,
 # 0.68 at (1, 1, 16384, 64), 0.74 at N = 512, head_dim 128); the rule's edges (causal 4096 back
-# to fixed, head_dim 128 at 1024); the one-wave shapes (1, 3, 8192, 64) causal, where bm128 led
-# (1.14 against 0.94; the rule picks it since it weighs causal blocks by their key tiles), and
-# (1, 2, 8192, 128).
+# to fixed, head_dim 128 at 1024, its edge until 2026-11-26, seventh session); the one-wave
+# shapes (1, 3, 8192, 64) causal, where bm128 led (1.14 against 0.94; the rule picks it since it
+# weighs causal blocks by their key tiles), and (1, 2, 8192, 128).
 QUICK = (((16, 12, 1024, 64), "bfloat16", False), ((8, 16, 2048, 64), "bfloat16", False),
          ((4, 16, 4096, 64), "float16", False), ((32, 32, 512, 64), "bfloat16", False),
          ((32, 32, 512, 64), "bfloat16", True), ((16, 32, 1024, 64), "bfloat16", True),

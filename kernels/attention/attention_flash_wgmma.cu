@@ -60,6 +60,9 @@
 //       registers elsewhere: every kernel is built both ways (OUT_SMEM), and
 //       gp_attn_flash_wgmma_out_smem picks per shape, since some kernels built with it run
 //       their tile loops slower on long items (NOTES.md, "O through shared memory").
+//   v8  issue 27: the head_dim 128 persistent block no longer chains its items: chained, ptxas
+//       scheduled its tile loop so that it ran 7-13 % slower from N = 1024, and it now wins over
+//       the fixed block up to N = 2048 (NOTES.md, "Chaining at head_dim 128").
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
@@ -796,23 +799,28 @@ produce_persistent(const Args &a, uint8_t *smem, const PBarriers &bar)
 }
 
 // The persistent kernel's consumer: consume_item over the block's items; tile j of an item is the
-// block's tile g0 + j. Items are chained (consume_item), but persist_lookahead's: the prologue
-// issues the first item's S_0, each item the next one's, and the last item a dummy one, waited
-// for after the loop, so that every item runs the same code.
+// block's tile g0 + j. Items are chained (consume_item), but persist_lookahead's and head_dim
+// 128's (v8): the prologue issues the first item's S_0, each item the next one's, and the last
+// item a dummy one, waited for after the loop, so that every item runs the same code.
 template <typename T, int D, typename B, Schedule S, bool OUT_SMEM>
 __device__ void
 consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
 {
     using L = Layout<D, B::BM, 2>;
     using C = Consumer<T, D, B::BM>;
-    // persist_lookahead does not chain, and its consumer state lives per item: declared across
-    // items, as chaining needs, ptxas schedules its tile loop differently (3656 -> 4416
-    // instructions), which ran up to 12 % slower unchained on an H100 and up to 15 % chained on
-    // an H200 (2026-11-26), where the other schedules gained up to 12 % from chaining.
+    // persist_lookahead and the head_dim 128 block do not chain, and their consumer state lives
+    // per item: declared across items, as chaining needs, ptxas schedules the tile loop
+    // differently. persist_lookahead (3656 -> 4416 instructions) ran up to 12 % slower unchained
+    // on an H100 and up to 15 % chained on an H200; the head_dim 128 block, chained, ran 7-13 %
+    // slower from N = 1024 than unchained (in PC samples beside the fixed block's, same loop
+    // code, its waits for the P·V and at warpgroup arrive grew; (4, 16, 4096, 128) 0.90 of cuDNN
+    // against 1.03) and was no faster at
+    // N = 512 (H100, 2026-11-26, seventh session; NOTES.md, "Chaining at head_dim 128").
+    // The 192-row block (head_dim 64) still chains.
     // The item in Q buffer qb, as the producer's work_item wrote it: read once that buffer's
     // q_full phase has completed (every consumer thread would divide the same numbers otherwise).
     auto item_of = [&](int qb) { return reinterpret_cast<const Item *>(smem + L::ITEM_OFF)[qb]; };
-    if constexpr (S == Schedule::lookahead) {
+    if constexpr (S == Schedule::lookahead || D == 128) {
         uint32_t g0 = 0;
         int k = 0;
         for (int64_t i = blockIdx.x; i < a.items; i += gridDim.x, k++) {
@@ -1186,9 +1194,10 @@ gp_attn_flash_wgmma_runnable(void)
 }
 
 // The schedule of _variant 0 (what impl="auto" and impl="flash_wgmma" run), per shape, from
-// issue 27's grids on an H100 with every schedule forced (2026-11-26, chained persistent items,
-// each item's tile, head and batch from the producer; kernels/attention/NOTES.md, "Schedule per
-// shape", has every ratio behind these choices).
+// issue 27's grids on an H100 with every schedule forced (2026-11-26, persistent items chained
+// but at head_dim 128 and in persist_lookahead, each item's tile, head and batch from the
+// producer; kernels/attention/NOTES.md, "Schedule per shape", has every ratio behind these
+// choices).
 // head_dim 64:
 //   non-causal: persist_lookahead (128 rows, two S tiles per consumer, persistent) unless the
 //     192-row block's items fill this many SMs' waves better than 128-row items (makespan_ratio
@@ -1206,16 +1215,18 @@ gp_attn_flash_wgmma_runnable(void)
 //     tiles) and 128-row items outnumber the SMs: then bm128 (blocks handed out as SMs free
 //     balance unequal causal items better than the static stride: (1, 3, 8192) 1.15 against
 //     persist_lookahead's 1.09).
-// head_dim 128: persist (the 128-row block, persistent and chained) up to N = 1024, causal or
-//   not (0.79-0.93 of cuDNN against the fixed block's 0.73-0.87), else fixed (0.93-1.12 from
-//   2048, persist 0.88-1.03). sms: the device's SM count.
+// head_dim 128: persist (the 128-row block, persistent, unchained since v8) up to N = 2048, causal
+//   up to 1024 (mean of two forced runs, H100, seventh session: 0.96-1.09 of cuDNN against the
+//   fixed block's 0.84-0.98), else fixed (causal 2048 0.99-1.00 against 0.98; from 4096
+//   non-causal within 0.02 either way, causal fixed ahead by 0.02-0.12, and in one wave by
+//   0.02-0.05). sms: the device's SM count.
 extern "C" int
 gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 {
     constexpr double kBm128Speed = 1.25, kPersistWaves = 1.0;
     const int n = p->seq;
     if (p->head_dim != 64)
-        return n <= 1024 ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
+        return n <= (p->causal ? 1024 : 2048) ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
     if (!p->causal)
         return sms > 0 && gp_attn::makespan_ratio(p, sms, kPersistWaves) < kPersistWaves
                    ? GP_ATTN_WGMMA_PERSIST
