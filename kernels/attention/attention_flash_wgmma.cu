@@ -814,9 +814,8 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
     // on an H100 and up to 15 % chained on an H200; the head_dim 128 block, chained, ran 7-13 %
     // slower from N = 1024 than unchained (in PC samples beside the fixed block's, same loop
     // code, its waits for the P·V and at warpgroup arrive grew; (4, 16, 4096, 128) 0.90 of cuDNN
-    // against 1.03) and was no faster at
-    // N = 512 (H100, 2026-11-26, seventh session; NOTES.md, "Chaining at head_dim 128").
-    // The 192-row block (head_dim 64) still chains.
+    // against 1.03) and was no faster at N = 512 (H100, 2026-11-26, seventh session; NOTES.md,
+    // "Chaining at head_dim 128"). The 192-row block (head_dim 64) still chains.
     // The item in Q buffer qb, as the producer's work_item wrote it: read once that buffer's
     // q_full phase has completed (every consumer thread would divide the same numbers otherwise).
     auto item_of = [&](int qb) { return reinterpret_cast<const Item *>(smem + L::ITEM_OFF)[qb]; };

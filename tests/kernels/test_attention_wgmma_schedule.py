@@ -182,8 +182,8 @@ def readings(names, head_dim, combine=max):
     their mean). At head_dim 128 bm128 is the fixed kernel and persist_bm128 the persist one, so
     each pair is one schedule measured twice."""
     shapes = {}
-    for i, name in enumerate((names,) if isinstance(names, str) else names):
-        with open(os.path.join(RESULTS, name)) as f:
+    for i, file in enumerate((names,) if isinstance(names, str) else names):
+        with open(os.path.join(RESULTS, file)) as f:
             grid = json.load(f)
         assert grid["config"]["device"]["sm_count"] == SMS
         assert grid["config"]["device"]["name"].startswith("NVIDIA H100")
