@@ -3,6 +3,7 @@ shapes (issue 27 item 1: at or above cuDNN on short sequences and head_dim 64).
 
     python benchmarks/bench_attention_grid.py --quick --output /tmp/grid.json
     python benchmarks/bench_attention_grid.py --variants gp,gp_persist,cudnn --output grid.json
+    python benchmarks/bench_attention_grid.py --causal yes --head-dims 64 --variants gp,cudnn
 
 Grid: N in {512, 1k, 2k, 4k, 8k, 16k} x head_dim {64, 128} x causal or not x fp16/bf16, with
 batch = 16384 // N and heads = 2048 // head_dim (the FlashAttention papers' shapes: 16k tokens,
@@ -119,6 +120,8 @@ def parse_args(argv=None):
     p.add_argument("--max-time", type=float, default=0.4, help="seconds per timing at most")
     p.add_argument("--output", default=None, help="JSON file for the results")
     p.add_argument("--head-dims", default="64,128", help="comma list of head_dims to run (64, 128)")
+    p.add_argument("--causal", choices=("both", "yes", "no"), default="both",
+                   help="run the causal cases, the others, or both (default)")
     args = p.parse_args(argv)
     try:
         args.variants = parse_variants(args.variants)
@@ -411,7 +414,8 @@ def main(argv=None):
         torch = None
     if torch is None and any(v in SDPA for v in args.variants):
         print("bench_attention_grid.py: torch with CUDA is missing; SDPA rows are skipped", file=sys.stderr)
-    cases = [c for c in grid_cases(args.quick) if c[0][3] in args.head_dims]
+    causal_wanted = {"both": (False, True), "yes": (True,), "no": (False,)}[args.causal]
+    cases = [c for c in grid_cases(args.quick) if c[0][3] in args.head_dims and c[2] in causal_wanted]
     started, smi_start = time.time(), nvidia_smi_clock()
     rows, current = [], None
     for i, (shape, dtype, causal) in enumerate(cases):
@@ -430,6 +434,7 @@ def main(argv=None):
         del r["case"]
     info = gp.device_info(0)
     config = {"variants": args.variants, "quick": args.quick, "head_dims": list(args.head_dims),
+              "causal": args.causal,
               "max_time": args.max_time,
               "device": info.to_dict(), "torch": torch.__version__ if torch else None,
               "peak_tflops": PEAK_TFLOPS, "nvidia_smi_sm_clock_start": smi_start,

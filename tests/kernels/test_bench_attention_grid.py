@@ -51,6 +51,10 @@ def test_variants_by_name():
             grid.parse_args(["--head-dims", bad])
         with pytest.raises(ValueError, match=f"a comma list of 64 and 128, got {bad!r}"):
             grid.parse_head_dims(bad)
+    assert grid.parse_args([]).causal == "both"
+    assert grid.parse_args(["--causal", "yes"]).causal == "yes"
+    with pytest.raises(SystemExit):
+        grid.parse_args(["--causal", "maybe"])
 
 
 def row(impl, tflops, case=((1, 1, 512, 64), "bfloat16", False), status="ok"):
