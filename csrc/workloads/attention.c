@@ -518,6 +518,25 @@ attention_auto_choice(PyObject *module, PyObject *args)
     return Py_BuildValue("(sN)", gp_attn_impl_name(chosen), reason);
 }
 
+/* The sms argument of the schedule queries: an int from 1 to 2^20, or None for the current
+ * device's SM count. 0, or -1 with an exception. */
+static int
+sms_arg(PyObject *sms_obj, int *sms)
+{
+    const long n = sms_obj == Py_None ? gp_attn_current_sms()
+                   : PyLong_Check(sms_obj) && !PyBool_Check(sms_obj) ? PyLong_AsLong(sms_obj)
+                                                                     : -1;
+    if (sms_obj == Py_None && n < 0)
+        return -1;
+    if (n < 1 || n > 1 << 20) { /* an int past long's range: its OverflowError replaced */
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "sms must be an int from 1 to 2**20, got %R", sms_obj);
+        return -1;
+    }
+    *sms = (int)n;
+    return 0;
+}
+
 /* The name of the schedule flash_wgmma runs for (batch, heads, seq, head_dim) and causal on a
  * device of `sms` SMs (None: the current device's); pure but for that query. */
 static PyObject *
@@ -534,16 +553,9 @@ attention_wgmma_schedule(PyObject *module, PyObject *args, PyObject *kwargs)
     if (choice_params("bfloat16", shape, 1, &p) < 0 ||
         gp_attn_choose_impl(IMPL_FLASH_WGMMA, &p, &impl) < 0)
         return NULL;
-    const long n = sms_obj == Py_None ? gp_attn_current_sms()
-                   : PyLong_Check(sms_obj) && !PyBool_Check(sms_obj) ? PyLong_AsLong(sms_obj)
-                                                                     : -1;
-    if (sms_obj == Py_None && n < 0)
+    int sms;
+    if (sms_arg(sms_obj, &sms) < 0)
         return NULL;
-    if (n < 1 || n > 1 << 20) { /* an int past long's range: its OverflowError replaced */
-        PyErr_Clear();
-        return PyErr_Format(PyExc_ValueError, "sms must be an int from 1 to 2**20, got %R", sms_obj);
-    }
-    const int sms = (int)n;
     p.causal = causal;
     return PyUnicode_FromString(
         gp_attn_flash_wgmma_schedule_name(gp_attn_flash_wgmma_schedule(&p, sms)));
@@ -574,6 +586,45 @@ attention_wgmma_out(PyObject *module, PyObject *args, PyObject *kwargs)
     return PyErr_Format(PyExc_ValueError,
                         "_attention_wgmma_out: unknown schedule '%s' (persist, bm128, "
                         "persist_bm128, fixed, persist_lookahead)",
+                        name);
+}
+
+/* _attention_wgmma_order((batch, heads, seq, head_dim), causal, schedule, sms=None): how that
+ * persistent schedule hands its items to its blocks on sms SMs (None: the current device's). */
+static PyObject *
+attention_wgmma_order(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    static char *kwlist[] = {"shape", "causal", "schedule", "sms", NULL};
+    int shape[4], causal = 0;
+    const char *name;
+    PyObject *sms_obj = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "(iiii)ps|O:_attention_wgmma_order", kwlist,
+                                     &shape[0], &shape[1], &shape[2], &shape[3], &causal, &name,
+                                     &sms_obj))
+        return NULL;
+    gp_attn_params p;
+    int impl;
+    if (choice_params("bfloat16", shape, 1, &p) < 0 ||
+        gp_attn_choose_impl(IMPL_FLASH_WGMMA, &p, &impl) < 0)
+        return NULL;
+    p.causal = causal;
+    int sms;
+    if (sms_arg(sms_obj, &sms) < 0)
+        return NULL;
+    for (int schedule = 1; schedule < GP_ATTN_WGMMA_VARIANTS; schedule++) {
+        if (strcmp(name, gp_attn_flash_wgmma_schedule_name(schedule)) != 0)
+            continue;
+        const char *order = gp_attn_flash_wgmma_order(&p, schedule, sms);
+        if (order == NULL)
+            return PyErr_Format(PyExc_ValueError,
+                                "_attention_wgmma_order: '%s' is not a persistent schedule "
+                                "(persist, persist_bm128, persist_lookahead)",
+                                name);
+        return PyUnicode_FromString(order);
+    }
+    return PyErr_Format(PyExc_ValueError,
+                        "_attention_wgmma_order: unknown schedule '%s' (persist, persist_bm128, "
+                        "persist_lookahead)",
                         name);
 }
 
@@ -625,6 +676,11 @@ static PyMethodDef attention_methods[] = {
      "_attention_wgmma_out((batch, heads, seq, head_dim), causal, schedule): 'smem' where that "
      "flash_wgmma schedule stores O through shared memory and TMA for this shape, 'regs' where "
      "from registers."},
+    {"_attention_wgmma_order", (PyCFunction)(void (*)(void))attention_wgmma_order,
+     METH_VARARGS | METH_KEYWORDS,
+     "_attention_wgmma_order((batch, heads, seq, head_dim), causal, schedule, sms=None): how that "
+     "persistent flash_wgmma schedule hands its work items to its blocks on sms SMs (None: the "
+     "current device's): 'in order', 'twos' or 'heaviest first'."},
     {"_attention_fast_div", attention_fast_div, METH_VARARGS,
      "_attention_fast_div(d, n): n // d as flash_wgmma's persistent kernels divide (a multiply-high "
      "and a shift); d from 1 to 2**32 - 1, n from 0 to 2**31 - 1. For tests."},

@@ -119,6 +119,12 @@ const char *gp_attn_flash_wgmma_schedule_name(int schedule);
 /* Nonzero where `schedule` (never PER_SHAPE) stores O through shared memory and TMA for p's
  * shape, zero where from registers; pure. */
 int gp_attn_flash_wgmma_out_smem(const gp_attn_params *p, int schedule);
+/* How a persistent schedule (PERSIST, PERSIST_BM128, PERSIST_LOOKAHEAD) hands its work items
+ * (query tile, head, batch) to its blocks for p's shape on `sms` SMs: "in order" (not causal: a
+ * (batch, head)'s tiles on consecutive blocks), "twos" (causal: each block takes a tile and its
+ * complement, of equal work together) or "heaviest first" (causal, in groups of heads sized for
+ * the L2); NULL for the other schedules or sms < 1. Pure. */
+const char *gp_attn_flash_wgmma_order(const gp_attn_params *p, int schedule, int sms);
 /* n / d as the persistent kernels divide (a multiply-high and a shift with constants made on the
  * host, attention_sm90.cuh FastDiv), for d from 1 to 2^32 - 1 and n from 0 to 2^31 - 1; -1
  * outside those ranges. For tests. */

@@ -63,6 +63,9 @@
 //   v8  issue 27: the head_dim 128 persistent block no longer chains its items: chained, ptxas
 //       scheduled its tile loop so that it ran 7-13 % slower from N = 1024, and it now wins over
 //       the fixed block up to N = 2048 (NOTES.md, "Chaining at head_dim 128").
+//   v9  issue 27: causal items of the persistent kernels in twos of equal work, a query tile
+//       with its complement on one block (work_item, paired), where the order by L2 groups
+//       left the blocks' loads up to 11 % apart (NOTES.md, "Causal items in twos").
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
@@ -140,6 +143,11 @@ struct Args {
     int m_tiles;   // persistent kernels: query tiles per (batch, head)
     int64_t items; // and work items, m_tiles · heads · batch (below 2^31, launch_persistent)
     int group;     // and (causal) the (batch, head) pairs whose items go out together (work_item)
+    // or (causal, paired = 1) items in twos of equal work (work_item): the grid's first
+    // two_rounds rounds take twos; the items from `rest` on go to the blocks of the last round
+    // (last_round of them) in twos where rest_twos (the rest is a round and a partial one), one
+    // to each block otherwise
+    int paired, two_rounds, rest, last_round, rest_twos;
     // the divisions of work_item: by m_tiles, heads, group, group · m_tiles and the grid
     sm90::FastDiv by_m_tiles, by_heads, by_group, by_group_tiles, by_grid;
 };
@@ -720,10 +728,22 @@ struct Item {
     int m0, h, b;
 };
 
-// Work item i. Causal: the (batch, head) pairs go in groups of a.group, and within a group the
+// Work item i, the k-th item of block x = i mod grid (i = x + k · grid, the grid's stride).
+// Causal and paired (v9): a (batch, head)'s query tiles go in twos of equal work, a tile with its
+// complement (m_tiles - 1 with 0, m_tiles - 2 with 1, ...; with an odd m_tiles the middle tile of
+// an even (batch, head) goes with that of the next, whose order starts with it), and the twos
+// in the order of the (batch, head) pairs. Block x takes two x + j · grid in its rounds 2j and
+// 2j + 1 for the first a.two_rounds rounds, so every block gets the same work there; what is
+// left (a round and a partial one, or the partial one) goes out in the same order, a two to each
+// block of the partial round and one item to the others (or one item each). Every block keeps
+// the stride's item count: the consumers count their items as in the other orders, and ptxas
+// builds the same tile loop (a count of their own changed persist_lookahead's schedule and ran it
+// up to 17 % slower on an H100). A (batch, head)'s twos go to neighbouring blocks, which share
+// its K and V in L2.
+// Causal otherwise: the (batch, head) pairs go in groups of a.group, and within a group the
 // query tiles heaviest first (m_tiles - 1 first, for every pair of the group, then m_tiles - 2,
 // ...), so blocks that run together share a few heads' K and V in L2, and the snake below hands
-// each block a mix of heavy and light items; otherwise the query tiles of one (batch, head)
+// each block a mix of heavy and light items. Not causal: the query tiles of one (batch, head)
 // are consecutive items, so blocks running together share its K and V in L2.
 template <int BM>
 __device__ __forceinline__ Item
@@ -732,7 +752,26 @@ work_item(const Args &a, int64_t item)
     const gp_attn_params &p = a.p;
     const uint32_t bh = (uint32_t)p.batch * p.heads, items = (uint32_t)a.items;
     uint32_t i = (uint32_t)item, mt, r;
-    if (p.causal) {
+    if (p.causal && a.paired) {
+        // i becomes the item's place in the order of twos
+        const uint32_t grid = gridDim.x, k = a.by_grid.div(i), x = i - k * grid;
+        const uint32_t rest = (uint32_t)a.rest, last = (uint32_t)a.last_round;
+        if (k < (uint32_t)a.two_rounds)
+            i = 2 * ((k >> 1) * grid + x) + (k & 1);
+        else if (a.rest_twos && x < last) // a two: this round's item and the next one's
+            i = rest + 2 * x + (k - (uint32_t)a.two_rounds);
+        else if (a.rest_twos)
+            i = rest + 2 * last + (x - last);
+        else
+            i = rest + x;
+        const uint32_t m_tiles = (uint32_t)a.m_tiles;
+        r = a.by_m_tiles.div(i);
+        uint32_t at = i - r * m_tiles; // the tile's place in its (batch, head)'s order
+        if ((m_tiles & 1) && (r & 1) && at-- == 0)
+            mt = m_tiles >> 1; // an odd (batch, head)'s first: the middle tile
+        else
+            mt = (at & 1) ? at >> 1 : m_tiles - 1 - (at >> 1);
+    } else if (p.causal) {
         // Odd rounds of the grid's stride run backwards (a snake), so the block that takes the
         // heaviest item of one round takes the lightest of the next: over two rounds every block
         // gets about the same work, where in-order strides gave block 0 the heaviest item of
@@ -996,6 +1035,22 @@ causal_group(const gp_attn_params &p, int m_tiles, int sms, int device)
     return g < 1 ? 1 : (int)g;
 }
 
+// Whether causal items go out in twos of equal work (work_item, v9): where a (batch, head) has at
+// most 16 query tiles and the twos fill the SMs' rounds to within 5 % (a block's last two,
+// where others have none, is the whole loss). The order by L2 groups hands the blocks unequal
+// items heaviest first; modelled (an item costing its key tiles plus about one tile for its
+// start and end), its heaviest block's load was 7-11 % over the mean at N = 512 to 2048 in the
+// grid's shapes (4096 items on 132 SMs), against 3 % for twos, and 1 % against 3 % from N = 4096.
+// Measured (H100, 2026-11-26; kernels/attention/NOTES.md, "Causal items in twos"), twos against
+// the groups: head_dim 64 causal 0.91 -> 0.97 of cuDNN at N = 512, 0.93 -> 0.99 at 1024, 0.95 ->
+// 1.01 at 2048 (O through shared memory), head_dim 128 0.93 -> 1.06 at 512, 0.99 -> 1.13 at 2048.
+bool
+paired(const gp_attn_params &p, int m_tiles, int64_t items, int sms)
+{
+    const int64_t twos = (items + 1) / 2, rounds = (twos + sms - 1) / sms;
+    return p.causal && m_tiles <= 16 && twos >= sms && rounds * sms * 20 <= twos * 21;
+}
+
 // The persistent kernel: as many blocks as SMs, or work items if fewer.
 template <typename T, int D, int CONSUMERS, Schedule S, bool OUT_SMEM>
 cudaError_t
@@ -1022,6 +1077,14 @@ launch_persistent(const gp_attn_params &p, cudaStream_t stream)
     if (a.items >= (int64_t)1 << 31) // 2^31 · 128 query rows do not fit a device's memory
         return cudaErrorNotSupported;
     const unsigned blocks = (unsigned)(a.items < sms ? a.items : sms);
+    a.paired = paired(p, a.m_tiles, a.items, sms);
+    if (a.paired) { // work_item: the rounds in twos, then the rest
+        const int64_t rounds = (a.items + blocks - 1) / blocks;
+        a.two_rounds = (int)((rounds - 1) / 2 * 2);
+        a.last_round = (int)(a.items - (rounds - 1) * blocks);
+        a.rest_twos = a.two_rounds + 2 == rounds;
+        a.rest = a.two_rounds * (int)blocks;
+    }
     a.by_m_tiles = sm90::fast_div((uint32_t)a.m_tiles);
     a.by_heads = sm90::fast_div((uint32_t)p.heads);
     a.by_group = sm90::fast_div((uint32_t)a.group);
@@ -1207,25 +1270,27 @@ gp_attn_flash_wgmma_runnable(void)
 //     persist wins in (1, 3, 8192) (129 items in one wave against 192 in two, 0.75: 1.33
 //     against 1.04) and, within the noise, at N = 8192 and 16384 (0.984: 1.02-1.04 against
 //     1.00-1.05).
-//   causal: persist_lookahead, its items grouped by L2 (work_item): 0.89 at 512, 0.93 at 1024,
-//     0.94 at 2048 (persist 0.92-0.95), 1.04 from 4096 (persist 0.90-1.02); unless the 192-row
+//   causal: persist_lookahead, its items in twos up to N = 2048 where they fill the waves, else
+//     grouped by L2 (work_item): 0.97 at 512, 0.99 at 1024, 1.01 at 2048 (in twos, eighth
+//     session; persist 0.79-0.93), 1.04 from 4096 (persist 0.90-1.02); unless the 192-row
 //     blocks would take more than kBm128Speed times as long as 128-row blocks on this many SMs
 //     beyond N = 4096 (makespan_ratio: blocks in launch order, causal ones weighed by their key
 //     tiles) and 128-row items outnumber the SMs: then bm128 (blocks handed out as SMs free
 //     balance unequal causal items better than the static stride: (1, 3, 8192) 1.15 against
 //     persist_lookahead's 1.09).
-// head_dim 128: persist (the 128-row block, persistent, unchained since v8) up to N = 2048, causal
-//   up to 1024 (mean of two forced runs, H100, seventh session: 0.96-1.09 of cuDNN against the
-//   fixed block's 0.84-0.98), else fixed (causal 2048 0.99-1.00 against 0.98; from 4096
-//   non-causal within 0.02 either way, causal fixed ahead by 0.02-0.12, and in one wave by
-//   0.02-0.05). sms: the device's SM count.
+// head_dim 128: persist (the 128-row block, persistent, unchained since v8) up to N = 2048, else
+//   fixed. Non-causal: mean of two forced runs, H100, seventh session: 0.96-1.09 of cuDNN
+//   against the fixed block's 0.84-0.98; from 4096 within 0.02 either way. Causal, with its
+//   items in twos (v9; eighth session): 1.06 at 512, 1.11-1.12 at 1024, 1.12-1.14 at 2048
+//   against 0.84-1.02; from 4096 fixed ahead (1.03-1.04 against 0.96-0.97 at 4096; before the
+//   twos, persist led causal only up to 1024). sms: the device's SM count.
 extern "C" int
 gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 {
     constexpr double kBm128Speed = 1.25, kPersistWaves = 1.0;
     const int n = p->seq;
     if (p->head_dim != 64)
-        return n <= (p->causal ? 1024 : 2048) ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
+        return n <= 2048 ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
     if (!p->causal)
         return sms > 0 && gp_attn::makespan_ratio(p, sms, kPersistWaves) < kPersistWaves
                    ? GP_ATTN_WGMMA_PERSIST
@@ -1241,25 +1306,43 @@ gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 
 // How O leaves (v7): through shared memory and TMA for the head_dim 128 blocks (fixed and
 // persist) at every length, and for persist_lookahead where an item has at most 4 key tiles
-// (N <= 512); from registers for persist_lookahead beyond that and for the 192-row persistent
-// block, whose shared-memory builds run long items 1-9 % slower. From the whole grid with each
-// way forced, twice, after the store's guard went (H100, 2026-11-26, seventh session; mean
-// ratios to cuDNN): head_dim 128 persist at N = 512 1.006 against 0.89, fixed at 2048 0.96-0.99
-// against 0.92-0.94, persist_lookahead at 512 1.02 against 0.98-0.99 and at 2048 1.01 against
-// 1.03-1.04, the 192-row block at N = 8192 1.01-1.02 against 1.05 (NOTES.md, "O through shared
-// memory").
+// (N <= 512) or, causal, up to N = 2048; from registers for persist_lookahead beyond that and
+// for the 192-row persistent block, whose shared-memory builds run long items 1-9 % slower.
+// From the whole grid with each way forced, twice, after the store's guard went (H100,
+// 2026-11-26, seventh session; mean ratios to cuDNN): head_dim 128 persist at N = 512 1.006
+// against 0.89, fixed at 2048 0.96-0.99 against 0.92-0.94, persist_lookahead at 512 1.02 against
+// 0.98-0.99 and at 2048 1.01 against 1.03-1.04, the 192-row block at N = 8192 1.01-1.02 against
+// 1.05 (NOTES.md, "O through shared memory"). Causal persist_lookahead with its items in twos
+// (eighth session, the causal cases twice): 0.97 against 0.91 at 512, 0.99 against 0.95 at 1024,
+// 1.01 against 1.00-1.01 at 2048; beyond, the two ways within 0.03 either way.
 extern "C" int
 gp_attn_flash_wgmma_out_smem(const gp_attn_params *p, int schedule)
 {
     const int n = p->seq;
     switch (schedule) {
     case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD:
-        return n <= 512;
+        return n <= (p->causal ? 2048 : 512);
     case GP_ATTN_WGMMA_PERSIST:
         return p->head_dim == 128;
     default:
         return 1;
     }
+}
+
+// How a persistent schedule's blocks take their items for p's shape on `sms` SMs (work_item).
+extern "C" const char *
+gp_attn_flash_wgmma_order(const gp_attn_params *p, int schedule, int sms)
+{
+    if ((schedule != GP_ATTN_WGMMA_PERSIST && schedule != GP_ATTN_WGMMA_PERSIST_BM128 &&
+         schedule != GP_ATTN_WGMMA_PERSIST_LOOKAHEAD) ||
+        sms < 1)
+        return NULL;
+    if (!p->causal)
+        return "in order";
+    const int rows = schedule == GP_ATTN_WGMMA_PERSIST && p->head_dim == 64 ? 192 : 128;
+    const int m_tiles = (p->seq + rows - 1) / rows;
+    const int64_t items = (int64_t)m_tiles * p->batch * p->heads;
+    return gp_attn::paired(*p, m_tiles, items, sms) ? "twos" : "heaviest first";
 }
 
 extern "C" const char *

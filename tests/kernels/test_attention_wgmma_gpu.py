@@ -222,6 +222,29 @@ def test_lookahead_every_tile_count(seq, causal):
     check(run_variant(q, k, v, "bfloat16", LOOKAHEAD, causal), q, k, v, "bfloat16", causal)
 
 
+TWOS = [((8, 33, 512, 64), "persist_lookahead"), ((8, 33, 512, 64), "persist"),
+        ((8, 33, 512, 64), "persist_bm128"), ((8, 33, 512, 128), "persist"),
+        ((1, 211, 640, 64), "persist_lookahead"), ((1, 211, 640, 128), "persist")]
+
+
+@hopper
+@pytest.mark.parametrize("shape, name", TWOS,
+                         ids=[f"{n}-{'x'.join(map(str, s))}" for s, n in TWOS])
+def test_causal_items_in_twos(shape, name):
+    """Causal items handed out in twos of a query tile and its complement (work_item): 4 or 3
+    query tiles a head (128- and 192-row items), and 5, odd, over an odd count of heads, where
+    the middle tiles of two heads make a two and the last item is alone. Every block takes 4
+    twos on 132 SMs (H100, H200); every row is checked against the float64 reference, and O's
+    buffer is poisoned first, so an item no block computed fails."""
+    if _C._attention_wgmma_order(shape, True, name) != "twos":
+        pytest.skip(f"{name} does not run {shape} in twos on this device's SM count")
+    q, k, v = inputs(shape, "bfloat16")
+    smem = run_variant(q, k, v, "bfloat16", SCHEDULES[name] + OUT_SMEM, True)
+    np.testing.assert_array_equal(smem, run_variant(q, k, v, "bfloat16", SCHEDULES[name] + OUT_REGS,
+                                                    True))
+    check(smem, q, k, v, "bfloat16", True)
+
+
 @hopper
 @pytest.mark.parametrize("shape, causal", [
     ((2, 3, 385, 64), False), ((2, 3, 385, 64), True), ((1, 2, 3000, 64), True),

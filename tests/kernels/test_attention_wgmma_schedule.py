@@ -48,13 +48,13 @@ LA = "persist_lookahead"
     # 192 items of 128 rows over 132 SMs: blocks as SMs free (bm128)
     ((1, 3, 8192, 64), False, "persist"),
     ((1, 3, 8192, 64), True, "bm128"),
-    # head_dim 128: persist up to 2048, causal up to 1024
+    # head_dim 128: persist up to 2048 (causal: its items in twos)
     ((32, 16, 512, 128), False, "persist"),
     ((32, 16, 512, 128), True, "persist"),
     ((16, 16, 1024, 128), False, "persist"),
     ((16, 16, 1024, 128), True, "persist"),
     ((8, 16, 2048, 128), False, "persist"),
-    ((8, 16, 2048, 128), True, "fixed"),
+    ((8, 16, 2048, 128), True, "persist"),
     ((4, 16, 4096, 128), False, "fixed"),
     ((1, 16, 16384, 128), False, "fixed"),
     ((1, 2, 8192, 128), True, "fixed"),
@@ -79,7 +79,7 @@ def test_the_edges_at_head_dim_64(seq, causal, want):
 
 @pytest.mark.parametrize("seq, causal, want", [
     (1, False, "persist"), (2048, False, "persist"), (2049, False, "fixed"), (1, True, "persist"),
-    (1024, True, "persist"), (1025, True, "fixed"),
+    (2048, True, "persist"), (2049, True, "fixed"),
 ])
 def test_the_edges_at_head_dim_128(seq, causal, want):
     assert schedule((2, 16, seq, 128), causal) == want
@@ -172,7 +172,12 @@ GRIDS = {64: "attention_grid_d64_items_h100_2026-11-26.json",
          # persist forced, twice in one call, and the whole grid under the rule after it
          "128 unchained": ("attention_grid_d128_unchained_h100_2026-11-26.json",
                            "attention_grid_d128_unchained_h100_run2_2026-11-26.json",
-                           "attention_grid_rule_unchained_h100_2026-11-26.json")}
+                           "attention_grid_rule_unchained_h100_2026-11-26.json"),
+         # causal head_dim 128 after causal items went out in twos (eighth session): fixed and
+         # persist forced, then the whole grid under the rule twice, in one call
+         "128 twos": ("attention_grid_d128_twos_h100_2026-11-26.json",
+                      "attention_grid_rule_twos_h100_2026-11-26.json",
+                      "attention_grid_rule_twos_h100_run2_2026-11-26.json")}
 
 
 def readings(names, head_dim, combine=max):
@@ -204,12 +209,12 @@ def readings(names, head_dim, combine=max):
 
 # Where each forced schedule ran twice in one call, the mean of its readings: at long N a single
 # reading spreads by +-0.03 ((2, 16, 8192, 128) fp16 persist 1.044 and 0.987, fixed 1.016-1.018).
-MEAN_GRIDS = {"128 unchained"}
+MEAN_GRIDS = {"128 unchained", "128 twos"}
 
 
 @pytest.mark.parametrize("grid, head_dim, count", [
     (64, 64, 28), ("quick", 64, 11), ("64 out", 64, 28), ("64 noguard", 64, 28),
-    ("128 unchained", 128, 28)])
+    ("128 unchained", 128, 28), ("128 twos", 128, 14)])
 def test_the_rule_is_within_002_of_the_best_on_the_recorded_grids(grid, head_dim, count):
     """docs/results/attention_grid_d64_items_h100_2026-11-26.json (head_dim 64: persist,
     persist_lookahead, bm128 forced), attention_grid_quick_items_h100_2026-11-26.json (the
@@ -218,9 +223,10 @@ def test_the_rule_is_within_002_of_the_best_on_the_recorded_grids(grid, head_dim
     attention_grid_d64_noguard_h100_2026-11-26.json (the same after the O store's guard went,
     with the rule's two runs of the whole grid), and attention_grid_d128_unchained_h100_2026-11-26.json
     with its run2 (head_dim 128: fixed and persist forced after the persistent block stopped
-    chaining, with the rule's run of the whole grid; the mean of each schedule's readings): on
-    every shape and dtype the schedule the rule picks read within 0.02 of the best one
-    measured."""
+    chaining, with the rule's run of the whole grid; the mean of each schedule's readings), and
+    attention_grid_d128_twos_h100_2026-11-26.json with the rule's two runs of the whole grid
+    (causal head_dim 128 with its items in twos; the mean): on every shape and dtype the schedule
+    the rule picks read within 0.02 of the best one measured."""
     shapes = readings(GRIDS[grid], head_dim, statistics.mean if grid in MEAN_GRIDS else max)
     assert len(shapes) == count
     for (shape, causal, dtype), ratios in sorted(shapes.items()):
@@ -235,19 +241,29 @@ def test_the_rule_is_within_002_of_the_best_on_the_recorded_grids(grid, head_dim
 # block stopped chaining.
 OUT_GRIDS = {"noguard": ("attention_grid_out_noguard_h100_2026-11-26.json",
                          "attention_grid_out_noguard_h100_run2_2026-11-26.json"),
-             "128 unchained": ("attention_grid_d128_out_unchained_h100_2026-11-26.json",)}
+             "128 unchained": ("attention_grid_d128_out_unchained_h100_2026-11-26.json",),
+             # the causal cases, twice in one call, after causal items went out in twos (eighth
+             # session)
+             "twos": ("attention_grid_out_twos_h100_2026-11-26.json",
+                      "attention_grid_out_twos_h100_run2_2026-11-26.json")}
+# Beyond N = 2048 persist_lookahead's two ways differ by at most 0.027 in the mean of the causal
+# twos runs, either way, less than a way's own spread between the runs (0.06 at (2, 32, 8192, 64)
+# fp16 from registers): there the rule is held to 0.03.
+LONG = {"twos": 0.03}
 
 
 def out(shape, causal, name):
     return _C._attention_wgmma_out(shape, causal, name)
 
 
-@pytest.mark.parametrize("grid, count", [("noguard", 56), ("128 unchained", 28)])
+@pytest.mark.parametrize("grid, count", [("noguard", 56), ("128 unchained", 28), ("twos", 28)])
 def test_the_out_rule_is_within_002_of_the_better_way_on_the_recorded_grids(grid, count):
-    """docs/results/attention_grid_out_noguard_h100_2026-11-26.json and its run2, and
-    attention_grid_d128_out_unchained_h100_2026-11-26.json: on every shape and dtype, the way the
+    """docs/results/attention_grid_out_noguard_h100_2026-11-26.json and its run2,
+    attention_grid_d128_out_unchained_h100_2026-11-26.json, and attention_grid_out_twos_h100_2026-11-26.json
+    with its run2 (the causal cases with items in twos): on every shape and dtype, the way the
     rule picks read (the mean of the runs) within 0.02 of the better way where every reading ran
-    at cuDNN's SM clock (within 5 %), within 0.05 where not."""
+    at cuDNN's SM clock (within 5 %), within 0.05 where not (and in the twos runs within 0.03
+    beyond N = 2048, LONG)."""
     shapes = {}
     for name in OUT_GRIDS[grid]:
         with open(os.path.join(RESULTS, name)) as f:
@@ -263,14 +279,17 @@ def test_the_out_rule_is_within_002_of_the_better_way_on_the_recorded_grids(grid
                   for way in ("smem", "regs")}
         same_clock = all(abs(r["clock_vs_cudnn"] - 1) <= 0.05 for r in rows)
         picked = out(shape, causal, rows[0]["schedule"])
-        assert ratios[picked] >= max(ratios.values()) - (0.02 if same_clock else 0.05), (
-            shape, causal, dtype, picked, ratios)
+        slack = 0.02 if same_clock else 0.05
+        if shape[2] > 2048:
+            slack = max(slack, LONG.get(grid, 0.0))
+        assert ratios[picked] >= max(ratios.values()) - slack, (shape, causal, dtype, picked, ratios)
 
 
 @pytest.mark.parametrize("shape, causal, name, want", [
-    # persist_lookahead: items of up to 4 key tiles (N <= 512)
+    # persist_lookahead: items of up to 4 key tiles (N <= 512), causal up to N = 2048
     ((32, 32, 512, 64), False, LA, "smem"), ((32, 32, 513, 64), False, LA, "regs"),
-    ((32, 32, 512, 64), True, LA, "smem"), ((16, 32, 1024, 64), True, LA, "regs"),
+    ((32, 32, 512, 64), True, LA, "smem"), ((16, 32, 1024, 64), True, LA, "smem"),
+    ((8, 32, 2048, 64), True, LA, "smem"), ((8, 32, 2049, 64), True, LA, "regs"),
     ((16, 32, 1024, 64), False, LA, "regs"), ((1, 1, 16384, 64), True, LA, "regs"),
     # persist: the head_dim 128 block at every length, the 192-row block never
     ((32, 16, 512, 128), False, "persist", "smem"), ((32, 16, 513, 128), False, "persist", "smem"),
@@ -327,3 +346,47 @@ def test_on_a_device_its_sm_count_is_used():
     for causal in (False, True):
         assert _C._attention_wgmma_schedule((1, 1, 16384, 64), causal) == schedule(
             (1, 1, 16384, 64), causal, sms=sms)
+
+
+# How the persistent schedules hand out their items (work_item): causal items in twos of a query
+# tile and its complement (equal work) where every block then gets the same work within 5 % and a
+# (batch, head) has at most 16 query tiles; otherwise heaviest first, in groups of heads.
+@pytest.mark.parametrize("shape, causal, name, want", [
+    ((32, 32, 512, 64), True, "persist_lookahead", "twos"),    # 4096 items: 2048 twos, 15.5 rounds
+    ((16, 32, 1024, 64), True, "persist_lookahead", "twos"),
+    ((8, 32, 2048, 64), True, "persist_lookahead", "twos"),
+    ((4, 32, 4096, 64), True, "persist_lookahead", "heaviest first"),  # 32 query tiles a head
+    ((8, 12, 512, 64), True, "persist_lookahead", "heaviest first"),   # 192 twos: 2 rounds, 1.375
+    ((1, 16, 2048, 64), True, "persist_lookahead", "heaviest first"),  # 128 twos, fewer than SMs
+    ((1, 211, 640, 64), True, "persist_lookahead", "twos"),    # 5 tiles a head, 528 twos
+    ((8, 33, 512, 64), True, "persist", "twos"),               # 192-row items: 3 a head, 396 twos
+    ((8, 33, 512, 64), True, "persist_bm128", "twos"),
+    ((32, 16, 512, 128), True, "persist", "twos"),
+    ((32, 32, 512, 64), False, "persist_lookahead", "in order"),
+    ((32, 16, 512, 128), False, "persist", "in order"),
+])
+def test_the_item_order(shape, causal, name, want):
+    assert _C._attention_wgmma_order(shape, causal, name, sms=132) == want
+
+
+def test_the_item_order_follows_the_sm_count():
+    # 2048 twos: 15.5 rounds on 132 SMs (3 % over the mean), 16 exactly on 128, one on 2048
+    shape = (8, 32, 2048, 64)
+    for sms in (128, 132, 2048):
+        assert _C._attention_wgmma_order(shape, True, "persist_lookahead", sms=sms) == "twos"
+    # 2.3 rounds on 900 SMs (3 of them, 32 % over), 2 on 2000 (95 % over), fewer twos than SMs
+    for sms in (900, 2000, 2049):
+        assert _C._attention_wgmma_order(shape, True, "persist_lookahead", sms=sms) == "heaviest first"
+
+
+@pytest.mark.parametrize("args, kwargs, error, match", [
+    (((1, 1, 512, 64), True, "fixed"), {"sms": 132}, ValueError, "'fixed' is not a persistent"),
+    (((1, 1, 512, 64), True, "bm128"), {"sms": 132}, ValueError, "'bm128' is not a persistent"),
+    (((1, 1, 512, 64), True, "v9"), {"sms": 132}, ValueError, "unknown schedule 'v9'"),
+    (((1, 1, 512, 64), True, "persist"), {"sms": 0}, ValueError, "sms must be an int"),
+    (((1, 1, 512, 96), True, "persist"), {"sms": 132}, ValueError, "head_dim 64 and 128, got 96"),
+    (((1, 1, 512, 64), True), {}, TypeError, ""),
+])
+def test_item_order_bad_arguments(args, kwargs, error, match):
+    with pytest.raises(error, match=match or None):
+        _C._attention_wgmma_order(*args, **kwargs)
