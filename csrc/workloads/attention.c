@@ -537,6 +537,31 @@ sms_arg(PyObject *sms_obj, int *sms)
     return 0;
 }
 
+/* The parameters of the schedule queries: a contiguous bf16 case of `shape` that flash_wgmma takes
+ * (its checks, with their messages), causal or not. 0, or -1 with an exception. */
+static int
+wgmma_query_params(const int shape[4], int causal, gp_attn_params *p)
+{
+    int impl;
+    if (choice_params("bfloat16", shape, 1, p) < 0 ||
+        gp_attn_choose_impl(IMPL_FLASH_WGMMA, p, &impl) < 0)
+        return -1;
+    p->causal = causal;
+    return 0;
+}
+
+/* A schedule by its name ("persist", "bm128", ...; never per_shape), or -1 with a ValueError
+ * that names the query and `choices`. */
+static int
+wgmma_schedule_by_name(const char *name, const char *query, const char *choices)
+{
+    for (int schedule = 1; schedule < GP_ATTN_WGMMA_VARIANTS; schedule++)
+        if (strcmp(name, gp_attn_flash_wgmma_schedule_name(schedule)) == 0)
+            return schedule;
+    PyErr_Format(PyExc_ValueError, "%s: unknown schedule '%s' (%s)", query, name, choices);
+    return -1;
+}
+
 /* The name of the schedule flash_wgmma runs for (batch, heads, seq, head_dim) and causal on a
  * device of `sms` SMs (None: the current device's); pure but for that query. */
 static PyObject *
@@ -549,14 +574,9 @@ attention_wgmma_schedule(PyObject *module, PyObject *args, PyObject *kwargs)
                                      &shape[0], &shape[1], &shape[2], &shape[3], &causal, &sms_obj))
         return NULL;
     gp_attn_params p;
-    int impl; /* flash_wgmma's checks, with their messages */
-    if (choice_params("bfloat16", shape, 1, &p) < 0 ||
-        gp_attn_choose_impl(IMPL_FLASH_WGMMA, &p, &impl) < 0)
-        return NULL;
     int sms;
-    if (sms_arg(sms_obj, &sms) < 0)
+    if (wgmma_query_params(shape, causal, &p) < 0 || sms_arg(sms_obj, &sms) < 0)
         return NULL;
-    p.causal = causal;
     return PyUnicode_FromString(
         gp_attn_flash_wgmma_schedule_name(gp_attn_flash_wgmma_schedule(&p, sms)));
 }
@@ -574,19 +594,13 @@ attention_wgmma_out(PyObject *module, PyObject *args, PyObject *kwargs)
                                      &shape[0], &shape[1], &shape[2], &shape[3], &causal, &name))
         return NULL;
     gp_attn_params p;
-    int impl;
-    if (choice_params("bfloat16", shape, 1, &p) < 0 ||
-        gp_attn_choose_impl(IMPL_FLASH_WGMMA, &p, &impl) < 0)
+    int schedule;
+    if (wgmma_query_params(shape, causal, &p) < 0 ||
+        (schedule = wgmma_schedule_by_name(name, "_attention_wgmma_out",
+                                           "persist, bm128, persist_bm128, fixed, "
+                                           "persist_lookahead")) < 0)
         return NULL;
-    p.causal = causal;
-    for (int schedule = 1; schedule < GP_ATTN_WGMMA_VARIANTS; schedule++)
-        if (strcmp(name, gp_attn_flash_wgmma_schedule_name(schedule)) == 0)
-            return PyUnicode_FromString(gp_attn_flash_wgmma_out_smem(&p, schedule) ? "smem"
-                                                                                    : "regs");
-    return PyErr_Format(PyExc_ValueError,
-                        "_attention_wgmma_out: unknown schedule '%s' (persist, bm128, "
-                        "persist_bm128, fixed, persist_lookahead)",
-                        name);
+    return PyUnicode_FromString(gp_attn_flash_wgmma_out_smem(&p, schedule) ? "smem" : "regs");
 }
 
 /* _attention_wgmma_order((batch, heads, seq, head_dim), causal, schedule, sms=None): how that
@@ -602,30 +616,18 @@ attention_wgmma_order(PyObject *module, PyObject *args, PyObject *kwargs)
                                      &shape[0], &shape[1], &shape[2], &shape[3], &causal, &name,
                                      &sms_obj))
         return NULL;
+    static const char persistent[] = "persist, persist_bm128, persist_lookahead";
     gp_attn_params p;
-    int impl;
-    if (choice_params("bfloat16", shape, 1, &p) < 0 ||
-        gp_attn_choose_impl(IMPL_FLASH_WGMMA, &p, &impl) < 0)
+    int sms, schedule;
+    if (wgmma_query_params(shape, causal, &p) < 0 || sms_arg(sms_obj, &sms) < 0 ||
+        (schedule = wgmma_schedule_by_name(name, "_attention_wgmma_order", persistent)) < 0)
         return NULL;
-    p.causal = causal;
-    int sms;
-    if (sms_arg(sms_obj, &sms) < 0)
-        return NULL;
-    for (int schedule = 1; schedule < GP_ATTN_WGMMA_VARIANTS; schedule++) {
-        if (strcmp(name, gp_attn_flash_wgmma_schedule_name(schedule)) != 0)
-            continue;
-        const char *order = gp_attn_flash_wgmma_order(&p, schedule, sms);
-        if (order == NULL)
-            return PyErr_Format(PyExc_ValueError,
-                                "_attention_wgmma_order: '%s' is not a persistent schedule "
-                                "(persist, persist_bm128, persist_lookahead)",
-                                name);
-        return PyUnicode_FromString(order);
-    }
-    return PyErr_Format(PyExc_ValueError,
-                        "_attention_wgmma_order: unknown schedule '%s' (persist, persist_bm128, "
-                        "persist_lookahead)",
-                        name);
+    const char *order = gp_attn_flash_wgmma_order(&p, schedule, sms);
+    if (order == NULL)
+        return PyErr_Format(PyExc_ValueError,
+                            "_attention_wgmma_order: '%s' is not a persistent schedule (%s)", name,
+                            persistent);
+    return PyUnicode_FromString(order);
 }
 
 /* _attention_fast_div(d, n): n // d as flash_wgmma's persistent kernels compute it (tests). */
