@@ -1270,14 +1270,18 @@ gp_attn_flash_wgmma_runnable(void)
 //     persist wins in (1, 3, 8192) (129 items in one wave against 192 in two, 0.75: 1.33
 //     against 1.04) and, within the noise, at N = 8192 and 16384 (0.984: 1.02-1.04 against
 //     1.00-1.05).
-//   causal: persist_lookahead, its items in twos up to N = 2048 where they fill the waves, else
-//     grouped by L2 (work_item): 0.97 at 512, 0.99 at 1024, 1.01 at 2048 (in twos, eighth
-//     session; persist 0.79-0.93), 1.04 from 4096 (persist 0.90-1.02); unless the 192-row
-//     blocks would take more than kBm128Speed times as long as 128-row blocks on this many SMs
-//     beyond N = 4096 (makespan_ratio: blocks in launch order, causal ones weighed by their key
-//     tiles) and 128-row items outnumber the SMs: then bm128 (blocks handed out as SMs free
-//     balance unequal causal items better than the static stride: (1, 3, 8192) 1.15 against
-//     persist_lookahead's 1.09).
+//   causal: up to N = 512 persist_bm128 (the 128-row overlapped block, persistent, its items
+//     chained and in twos): items of 1 to 4 key tiles, whose starts and ends the chaining hides
+//     (1.04 of cuDNN against persist_lookahead's 0.97, both dtypes, twice; at N = 1024
+//     persist_lookahead leads, 0.99 against 0.975, and non-causal at 512, 1.01-1.02 against
+//     0.94; H100, ninth session). Beyond: persist_lookahead, its items in twos up to N = 2048
+//     where they fill the waves, else grouped by L2 (work_item): 0.99 at 1024, 1.01 at 2048
+//     (in twos, eighth session; persist 0.79-0.93), 1.04 from 4096 (persist 0.90-1.02); unless
+//     the 192-row blocks would take more than kBm128Speed times as long as 128-row blocks on
+//     this many SMs beyond N = 4096 (makespan_ratio: blocks in launch order, causal ones weighed
+//     by their key tiles) and 128-row items outnumber the SMs: then bm128 (blocks handed out as
+//     SMs free balance unequal causal items better than the static stride: (1, 3, 8192) 1.15
+//     against persist_lookahead's 1.09).
 // head_dim 128: persist (the 128-row block, persistent, unchained since v8) up to N = 2048, else
 //   fixed. Non-causal: mean of two forced runs, H100, seventh session: 0.96-1.09 of cuDNN
 //   against the fixed block's 0.84-0.98; from 4096 within 0.02 either way. Causal, with its
@@ -1295,6 +1299,8 @@ gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
         return sms > 0 && gp_attn::makespan_ratio(p, sms, kPersistWaves) < kPersistWaves
                    ? GP_ATTN_WGMMA_PERSIST
                    : GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
+    if (n <= 512)
+        return GP_ATTN_WGMMA_PERSIST_BM128;
     if (n > 4096 && sms > 0 && gp_attn::makespan_ratio(p, sms, kBm128Speed) > kBm128Speed) {
         const int64_t items128 =
             (int64_t)((n + gp_attn::kBN - 1) / gp_attn::kBN) * p->batch * p->heads;
