@@ -248,11 +248,12 @@ schedule_words(int schedule, int head_dim)
 {
     switch (schedule) {
     case GP_ATTN_WGMMA_PERSIST:
-        return head_dim == 64 ? "192-row blocks, persistent" : "128-row blocks, persistent";
+        return head_dim == 64 ? "192-row blocks, persistent, items chained"
+                              : "128-row blocks, persistent";
     case GP_ATTN_WGMMA_BM128:
         return "128-row blocks, one per query tile";
     case GP_ATTN_WGMMA_PERSIST_BM128:
-        return "128-row blocks, persistent";
+        return "128-row blocks, persistent, items chained";
     case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD:
         return "128-row blocks, persistent, two S tiles per consumer";
     default:
