@@ -182,7 +182,7 @@ GRIDS = {64: "attention_grid_d64_items_h100_2026-11-26.json",
                       "attention_grid_rule_twos_h100_run2_2026-11-26.json"),
          # head_dim 64 with causal items in twos (ninth session): persist_bm128 forced beside the
          # rule of the eighth session (persist_lookahead, or persist where 192-row items fill
-         # the waves better), twice in two runs of one call
+         # the waves better), twice in one call
          "64 twos": ("attention_grid_d64_bm128_twos_h100_2026-11-26.json",
                      "attention_grid_d64_bm128_twos_h100_run2_2026-11-26.json")}
 # Causal head_dim 64 up to N = 512 runs persist_bm128 since its items went out in twos (ninth
