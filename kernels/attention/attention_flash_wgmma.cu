@@ -1345,7 +1345,9 @@ gp_attn_flash_wgmma_order(const gp_attn_params *p, int schedule, int sms)
         return NULL;
     if (!p->causal)
         return "in order";
-    const int rows = schedule == GP_ATTN_WGMMA_PERSIST && p->head_dim == 64 ? 192 : 128;
+    // the 192-row block at head_dim 64 under persist, 128-row items otherwise (launch_dtype)
+    const int rows = schedule == GP_ATTN_WGMMA_PERSIST && p->head_dim == 64 ? gp_attn::Block<3>::BM
+                                                                            : gp_attn::kBN;
     const int m_tiles = (p->seq + rows - 1) / rows;
     const int64_t items = (int64_t)m_tiles * p->batch * p->heads;
     return gp_attn::paired(*p, m_tiles, items, sms) ? "twos" : "heaviest first";
