@@ -16,16 +16,16 @@ edge of the per-shape rule, and the one-wave shapes.
 Per shape, in one process and interleaved: each gpuprofile variant (flash_wgmma with the hidden
 _variant of _C._attention, kernels/attention/attention.h: gp is the default, the schedule chosen
 per shape, named in the table's schedule column; gp_fixed the block every shape ran before; then
-the others forced, gp_persist_lookahead at head_dim 64 only), then SDPA with the CUDNN_ATTENTION and
-FLASH_ATTENTION backends (torch.nn.attention.sdpa_kernel) on the same device memory. Everything
-is timed by gpuprofile.benchmark the same way (L2 flushed before every iteration, CUPTI kernel
-times where CUPTI is usable, else CUDA events; the median), after its output was checked against
-the float64 reference (every row of the first and last (batch, head) up to N = 4096; beyond, their
-first 512 rows, and for non-causal also the last 512). TFLOP/s count 4·B·H·N²·D FLOPs (halved
-when causal); % is of 989 TFLOP/s (H100 SXM dense fp16/bf16); the SM clock is gpuprofile's
-reading before and after each timing, and a row whose clock is more than 5 % off cuDNN's on the
-same case is marked "!" (its ratio compares different clocks; clock_vs_cudnn in the JSON). Prints
-a table, writes JSON (--output).
+the others forced, gp_persist_lookahead and gp_persist_lookahead_chained at head_dim 64 only), then
+SDPA with the CUDNN_ATTENTION and FLASH_ATTENTION backends (torch.nn.attention.sdpa_kernel) on the
+same device memory. Everything is timed by gpuprofile.benchmark the same way (L2 flushed before
+every iteration, CUPTI kernel times where CUPTI is usable, else CUDA events; the median), after its
+output was checked against the float64 reference (every row of the first and last (batch, head) up
+to N = 4096; beyond, their first 512 rows, and for non-causal also the last 512). TFLOP/s count
+4·B·H·N²·D FLOPs (halved when causal); % is of 989 TFLOP/s (H100 SXM dense fp16/bf16); the SM clock
+is gpuprofile's reading before and after each timing, and a row whose clock is more than 5 % off
+cuDNN's on the same case is marked "!" (its ratio compares different clocks; clock_vs_cudnn in the
+JSON). Prints a table, writes JSON (--output).
 """
 
 from __future__ import annotations
@@ -43,14 +43,17 @@ PEAK_TFLOPS = 989.0  # H100 SXM, dense fp16/bf16 tensor cores (datasheet)
 # name: _variant of _C._attention's impl="flash_wgmma" (attention.h, GP_ATTN_WGMMA_*): gp the
 # default (the schedule per shape, _C._attention_wgmma_schedule), gp_fixed the block every shape
 # ran before the per-shape choice, the others forced; gp_persist_lookahead (two S tiles per
-# consumer, the head_dim 64 default but where 192-row items fill the waves better) exists at
-# head_dim 64 only.
+# consumer, the head_dim 64 default on long sequences but where 192-row items fill the waves
+# better) and gp_persist_lookahead_chained (the same, its items chained: the default on short
+# ones) exist at head_dim 64 only.
 # gp_out_smem and gp_out_regs run the schedule per shape with O forced out through shared memory
 # and TMA or from registers (otherwise chosen per shape and schedule, _C._attention_wgmma_out).
 GP_VARIANTS = {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3,
-               "gp_persist_lookahead": 5, "gp_out_smem": 8, "gp_out_regs": 16}
+               "gp_persist_lookahead": 5, "gp_persist_lookahead_chained": 6, "gp_out_smem": 8,
+               "gp_out_regs": 16}
 OUT_BITS = {8: "smem", 16: "regs"}
-HEAD_DIMS = {"gp_persist_lookahead": (64,)}  # variants that take only these head_dims
+# variants that take only these head_dims
+HEAD_DIMS = {"gp_persist_lookahead": (64,), "gp_persist_lookahead_chained": (64,)}
 SDPA = {"cudnn": "sdpa_cudnn", "fa2": "sdpa_flash"}  # the main job's names of these backends
 NAMES = tuple(GP_VARIANTS) + tuple(SDPA)
 DEFAULT = tuple(n for n in NAMES if n not in ("gp_out_smem", "gp_out_regs"))  # --variants

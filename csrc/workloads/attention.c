@@ -598,7 +598,7 @@ attention_wgmma_out(PyObject *module, PyObject *args, PyObject *kwargs)
     if (wgmma_query_params(shape, causal, &p) < 0 ||
         (schedule = wgmma_schedule_by_name(name, "_attention_wgmma_out",
                                            "persist, bm128, persist_bm128, fixed, "
-                                           "persist_lookahead")) < 0)
+                                           "persist_lookahead, persist_lookahead_chained")) < 0)
         return NULL;
     return PyUnicode_FromString(gp_attn_flash_wgmma_out_smem(&p, schedule) ? "smem" : "regs");
 }
@@ -616,7 +616,8 @@ attention_wgmma_order(PyObject *module, PyObject *args, PyObject *kwargs)
                                      &shape[0], &shape[1], &shape[2], &shape[3], &causal, &name,
                                      &sms_obj))
         return NULL;
-    static const char persistent[] = "persist, persist_bm128, persist_lookahead";
+    static const char persistent[] =
+        "persist, persist_bm128, persist_lookahead, persist_lookahead_chained";
     gp_attn_params p;
     int sms, schedule;
     if (wgmma_query_params(shape, causal, &p) < 0 || sms_arg(sms_obj, &sms) < 0 ||
@@ -660,8 +661,9 @@ static PyMethodDef attention_methods[] = {
      "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations. The hidden "
      "keyword _variant (impl='flash_wgmma' only) runs one of flash_wgmma's schedules in place "
      "of the one chosen per shape: 1 persist, 2 bm128, 3 persist_bm128, 4 fixed, "
-     "5 persist_lookahead (head_dim 64 only), plus 8 to store O through shared memory or 16 from "
-     "registers (kernels/attention/attention.h); benchmarks only."},
+     "5 persist_lookahead, 6 persist_lookahead_chained (both head_dim 64 only), plus 8 to store "
+     "O through shared memory or 16 from registers (kernels/attention/attention.h); benchmarks "
+     "only."},
     {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
      "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
      "device (without a device: what it would pick off Hopper)."},

@@ -225,7 +225,8 @@ gp_attn_check_variant(int variant, int requested, const char *impl_name, const g
          out == (GP_ATTN_WGMMA_OUT_SMEM | GP_ATTN_WGMMA_OUT_REGS))) {
         PyErr_Format(PyExc_ValueError,
                      "attention: _variant must be 0, or with impl='flash_wgmma' a schedule 0..%d "
-                     "(1 persist, 2 bm128, 3 persist_bm128, 4 fixed, 5 persist_lookahead) plus "
+                     "(1 persist, 2 bm128, 3 persist_bm128, 4 fixed, 5 persist_lookahead, "
+                     "6 persist_lookahead_chained) plus "
                      "at most one of %d (O through shared memory) and %d (O from registers), got "
                      "%d with impl='%s'",
                      GP_ATTN_WGMMA_VARIANTS - 1, GP_ATTN_WGMMA_OUT_SMEM, GP_ATTN_WGMMA_OUT_REGS,
@@ -233,10 +234,11 @@ gp_attn_check_variant(int variant, int requested, const char *impl_name, const g
         return -1;
     }
     /* two S tiles of 64 registers per consumer thread leave no room for head_dim 128's O */
-    if (schedule == GP_ATTN_WGMMA_PERSIST_LOOKAHEAD && p->head_dim != 64) {
-        PyErr_Format(PyExc_ValueError,
-                     "attention: _variant 5 (persist_lookahead) takes head_dim 64 only, got %d",
-                     p->head_dim);
+    if ((schedule == GP_ATTN_WGMMA_PERSIST_LOOKAHEAD ||
+         schedule == GP_ATTN_WGMMA_PERSIST_LOOKAHEAD_CHAINED) &&
+        p->head_dim != 64) {
+        PyErr_Format(PyExc_ValueError, "attention: _variant %d (%s) takes head_dim 64 only, got %d",
+                     schedule, gp_attn_flash_wgmma_schedule_name(schedule), p->head_dim);
         return -1;
     }
     return 0;
@@ -256,6 +258,8 @@ schedule_words(int schedule, int head_dim)
         return "128-row blocks, persistent, items chained";
     case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD:
         return "128-row blocks, persistent, two S tiles per consumer";
+    case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD_CHAINED:
+        return "128-row blocks, persistent, two S tiles per consumer, items chained";
     default:
         return head_dim == 64 ? "192-row blocks, one per query tile"
                               : "128-row blocks, one per query tile";

@@ -55,16 +55,20 @@ typedef struct {
  * issue 27 (192 rows at head_dim 64, 128 at 128), one block per query tile; 5 persist_lookahead:
  * head_dim 64 only (the launcher returns cudaErrorNotSupported at 128), the persistent 128-row
  * block whose consumers issue Q·Kᵀ of the next key tile before the softmax of this one
- * (what head_dim 64 runs, but where 192-row items fill the SMs' waves better). */
+ * (what head_dim 64 runs on long sequences, but where 192-row items fill the SMs' waves better);
+ * 6 persist_lookahead_chained: head_dim 64 only, the same with its items chained (a consumer
+ * issues the next item's first Q·Kᵀ behind this item's last P·V, as the other persistent
+ * schedules at head_dim 64 do; what head_dim 64 runs on short sequences). */
 enum {
     GP_ATTN_WGMMA_PER_SHAPE = 0,
     GP_ATTN_WGMMA_PERSIST = 1,
     GP_ATTN_WGMMA_BM128 = 2,
     GP_ATTN_WGMMA_PERSIST_BM128 = 3,
     GP_ATTN_WGMMA_FIXED = 4,
-    GP_ATTN_WGMMA_PERSIST_LOOKAHEAD = 5
+    GP_ATTN_WGMMA_PERSIST_LOOKAHEAD = 5,
+    GP_ATTN_WGMMA_PERSIST_LOOKAHEAD_CHAINED = 6
 };
-#define GP_ATTN_WGMMA_VARIANTS 6
+#define GP_ATTN_WGMMA_VARIANTS 7
 /* Bits added to a variant (0 included) to force how O leaves: through shared memory and TMA, or
  * from registers (gp_attn_flash_wgmma_out_smem picks per shape). */
 enum { GP_ATTN_WGMMA_OUT_SMEM = 8, GP_ATTN_WGMMA_OUT_REGS = 16 };
@@ -113,17 +117,18 @@ cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t str
 /* The schedule (GP_ATTN_WGMMA_*, never PER_SHAPE) that variant 0 runs for p's shape and causal
  * on a device of `sms` SMs; pure, no device needed (the rule and its measurements: the
  * definition, kernels/attention/NOTES.md). _schedule_name: "persist", "bm128", "persist_bm128",
- * "fixed", "persist_lookahead" (0: "per_shape"; out of range: "unknown"). */
+ * "fixed", "persist_lookahead", "persist_lookahead_chained" (0: "per_shape"; out of range:
+ * "unknown"). */
 int gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms);
 const char *gp_attn_flash_wgmma_schedule_name(int schedule);
 /* Nonzero where `schedule` (never PER_SHAPE) stores O through shared memory and TMA for p's
  * shape, zero where from registers; pure. */
 int gp_attn_flash_wgmma_out_smem(const gp_attn_params *p, int schedule);
-/* How a persistent schedule (PERSIST, PERSIST_BM128, PERSIST_LOOKAHEAD) hands its work items
- * (query tile, head, batch) to its blocks for p's shape on `sms` SMs: "in order" (not causal: a
- * (batch, head)'s tiles on consecutive blocks), "twos" (causal: each block takes a tile and its
- * complement, of equal work together) or "heaviest first" (causal, in groups of heads sized for
- * the L2); NULL for the other schedules or sms < 1. Pure. */
+/* How a persistent schedule (PERSIST, PERSIST_BM128, PERSIST_LOOKAHEAD and its _CHAINED form)
+ * hands its work items (query tile, head, batch) to its blocks for p's shape on `sms` SMs: "in
+ * order" (not causal: a (batch, head)'s tiles on consecutive blocks), "twos" (causal: each block
+ * takes a tile and its complement, of equal work together) or "heaviest first" (causal, in groups
+ * of heads sized for the L2); NULL for the other schedules or sms < 1. Pure. */
 const char *gp_attn_flash_wgmma_order(const gp_attn_params *p, int schedule, int sms);
 /* n / d as the persistent kernels divide (a multiply-high and a shift with constants made on the
  * host, attention_sm90.cuh FastDiv), for d from 1 to 2^32 - 1 and n from 0 to 2^31 - 1; -1

@@ -66,6 +66,10 @@
 //   v9  issue 27: causal items of the persistent kernels in twos of equal work, a query tile
 //       with its complement on one block (work_item, paired), where the order by L2 groups
 //       left the blocks' loads up to 11 % apart (NOTES.md, "Causal items in twos").
+//   v10 issue 27 (_variant 6, persist_lookahead_chained): v4 with its items chained as in v5, only
+//       the S tile an item starts in outliving items (CHAIN, consume_persistent); what head_dim
+//       64 runs up to N = 2048, where an item's start and end weigh more than its tile loop's
+//       schedule (NOTES.md, "persist_lookahead chained").
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
@@ -208,7 +212,7 @@ template <typename T, int D, int BM> struct Consumer {
 
     // S = Q·Kᵀ for this warpgroup's 64 rows into s (the member, or the lookahead schedule's
     // second tile), issued and committed (not waited for).
-    __device__ __forceinline__ void issue_qk(float (&s)[NS], uint32_t q, uint32_t k)
+    static __device__ __forceinline__ void issue_qk(float (&s)[NS], uint32_t q, uint32_t k)
     {
         pin(s);
         wgmma_fence();
@@ -431,6 +435,12 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
     using C = Consumer<T, D, B::BM>;
     constexpr bool ring = QBUFS > 1;
     static_assert(ring || !(PRE || CHAIN), "only the persistent kernel chains items");
+    // The S tile an item starts in, where a chained item issues the next one's S_0: c.s, but s1
+    // in the chained lookahead schedule, whose c lives per item while s1 outlives items
+    // (consume_persistent).
+    constexpr bool s1_first = S == Schedule::lookahead && CHAIN;
+    float(&sa)[C::NS] = *(s1_first ? &s1 : &c.s);
+    float(&sb)[C::NS] = *(s1_first ? &c.s : &s1);
     const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
     const int row_lo = m0 + 64 * cw; // this warpgroup's first row
     const int n_tiles = B::BM == kBN ? block_tiles : key_tiles(p, row_lo + 64);
@@ -469,24 +479,24 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
             mbar_arrive(&bar.v_empty[s]);
         }
     };
-    // S_0 into c.s: issued here, or (PRE) already in flight.
+    // S_0 into sa: issued here, or (PRE) already in flight.
     auto first_scores = [&]() {
         if constexpr (!PRE) {
             mbar_wait(&bar.k_full[stage(g0)], parity(g0));
-            c.issue_qk(c.s, q, k0 + stage(g0) * L::KV_BYTES);
+            c.issue_qk(sa, q, k0 + stage(g0) * L::KV_BYTES);
         }
         wgmma_wait<0>();
-        pin(c.s);
+        pin(sa);
         mbar_arrive(&bar.k_empty[stage(g0)]);
     };
-    // After the item's last P·V is issued (its P already in pa, so c.s is free): CHAIN issues the
-    // next item's S_0 into c.s and waits for the P·V alone (wait<1>); otherwise waits for all.
+    // After the item's last P·V is issued (its P already in pa, so sa is free): CHAIN issues the
+    // next item's S_0 into sa and waits for the P·V alone (wait<1>); otherwise waits for all.
     auto finish_last_pv = [&]() {
         if constexpr (CHAIN) {
             release_skipped(); // its tiles come before the next item's in the ring
             mbar_wait(nx.q_full, nx.q_parity);
             mbar_wait(&bar.k_full[stage(nx.g)], parity(nx.g));
-            c.issue_qk(c.s, nx.q, k0 + stage(nx.g) * L::KV_BYTES);
+            c.issue_qk(sa, nx.q, k0 + stage(nx.g) * L::KV_BYTES);
             wgmma_wait<1>();
         } else {
             wgmma_wait<0>();
@@ -526,8 +536,8 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
         if constexpr (ring)
             mbar_arrive(&bar.v_empty[stage(gl)]); // the fixed kernel's ring ends here
     } else if constexpr (S == Schedule::lookahead) {
-        // Two S tiles: tile j's in cur while tile j+1's arrives in nxt; they alternate between c.s
-        // (even j) and s1 (odd j), registers cannot be indexed. A step starts with S_j complete
+        // Two S tiles: tile j's in cur while tile j+1's arrives in nxt; they alternate between sa
+        // (even j) and sb (odd j), registers cannot be indexed. A step starts with S_j complete
         // and K_j released, P_(j-1)·V_(j-1) in flight (j > 0). Commit groups in flight, oldest
         // first: at a step's start [PV_(j-1)]; once QK_(j+1) is issued [PV_(j-1), QK_(j+1)],
         // so wait<1> is PV_(j-1) done (j = 0: nothing to wait for); once PV_j is issued
@@ -569,17 +579,17 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
         first_scores();
         // Ends in a last step only (n_tiles >= 1 as seq >= 1): a loop condition would add an exit
         // path with a P·V in flight, on which ptxas serializes every wgmma (C7514).
-        for (int j = 0;; j += 2) { // S_j in c.s
+        for (int j = 0;; j += 2) { // S_j in sa
             if (j + 1 == n_tiles) {
-                step(j, c.s, s1, last);
+                step(j, sa, sb, last);
                 break;
             }
-            step(j, c.s, s1, middle);
+            step(j, sa, sb, middle);
             if (j + 2 == n_tiles) {
-                step(j + 1, s1, c.s, last);
+                step(j + 1, sb, sa, last);
                 break;
             }
-            step(j + 1, s1, c.s, middle);
+            step(j + 1, sb, sa, middle);
         }
         if constexpr (ring)
             mbar_arrive(&bar.v_empty[stage(g0 + n_tiles - 1)]); // as overlapped's last P·V
@@ -838,27 +848,30 @@ produce_persistent(const Args &a, uint8_t *smem, const PBarriers &bar)
 }
 
 // The persistent kernel's consumer: consume_item over the block's items; tile j of an item is the
-// block's tile g0 + j. Items are chained (consume_item), but persist_lookahead's and head_dim
-// 128's (v8): the prologue issues the first item's S_0, each item the next one's, and the last
-// item a dummy one, waited for after the loop, so that every item runs the same code.
-template <typename T, int D, typename B, Schedule S, bool OUT_SMEM>
+// block's tile g0 + j. CHAIN (launch_out: at head_dim 64 but persist_lookahead; persist_lookahead
+// chained, v10), the items are chained (consume_item): the prologue issues the first item's S_0,
+// each item the next one's, and the last item a dummy one, waited for after the loop, so that
+// every item runs the same code.
+template <typename T, int D, typename B, Schedule S, bool OUT_SMEM, bool CHAIN>
 __device__ void
 consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
 {
     using L = Layout<D, B::BM, 2>;
     using C = Consumer<T, D, B::BM>;
-    // persist_lookahead and the head_dim 128 block do not chain, and their consumer state lives
-    // per item: declared across items, as chaining needs, ptxas schedules the tile loop
+    static_assert(D == 64 || !CHAIN, "the head_dim 128 block does not chain (v8)");
+    // Unchained (persist_lookahead and the head_dim 128 block), the consumer state lives per
+    // item: declared across items, as chaining needs, ptxas schedules the tile loop
     // differently. persist_lookahead (3656 -> 4416 instructions) ran up to 12 % slower unchained
     // on an H100 and up to 15 % chained on an H200; the head_dim 128 block, chained, ran 7-13 %
     // slower from N = 1024 than unchained (in PC samples beside the fixed block's, same loop
     // code, its waits for the P·V and at warpgroup arrive grew; (4, 16, 4096, 128) 0.90 of cuDNN
     // against 1.03) and was no faster at N = 512 (H100, 2026-11-26, seventh session; NOTES.md,
-    // "Chaining at head_dim 128"). The 192-row block (head_dim 64) still chains.
+    // "Chaining at head_dim 128"). The 192-row block (head_dim 64) still chains, and
+    // persist_lookahead_chained with its state per item but for one S tile (below).
     // The item in Q buffer qb, as the producer's work_item wrote it: read once that buffer's
     // q_full phase has completed (every consumer thread would divide the same numbers otherwise).
     auto item_of = [&](int qb) { return reinterpret_cast<const Item *>(smem + L::ITEM_OFF)[qb]; };
-    if constexpr (S == Schedule::lookahead || D == 128) {
+    if constexpr (!CHAIN) {
         uint32_t g0 = 0;
         int k = 0;
         for (int64_t i = blockIdx.x; i < a.items; i += gridDim.x, k++) {
@@ -875,7 +888,11 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
         }
         return;
     }
-    C c;
+    // The chained schedules' consumer state outlives items (a wgmma in flight writes c.s across
+    // their boundary), but the lookahead schedule's: its c lives per item, as unchained (declared
+    // across items it made ptxas schedule the tile loop worse, above), and only s1, where its
+    // items start (consume_item), outlives them.
+    [[maybe_unused]] C c_across;
     float s1[C::NS];
     const uint32_t base = smem_u32(smem);
     auto q_rows = [&](int qb) { return base + qb * L::Q_BYTES + cw * 64 * 128; };
@@ -885,7 +902,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
     mbar_wait(&pb.q_full[0], 0);
     Item w = item_of(0);
     mbar_wait(&pb.ring.k_full[0], 0);
-    c.issue_qk(c.s, q_rows(0), base + L::K_OFF);
+    C::issue_qk(S == Schedule::lookahead ? s1 : c_across.s, q_rows(0), base + L::K_OFF);
     for (;;) {
         const int block_tiles = key_tiles(a.p, w.m0 + B::BM);
         const int qb = k & 1;
@@ -898,9 +915,17 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
         const Next nx = more ? Next{q_rows(qb ^ 1), &pb.q_full[qb ^ 1],
                                     (uint32_t)((k + 1) >> 1) & 1, g0 + block_tiles}
                              : Next{q_rows(qb), &pb.q_full[qb], q_parity, g_last};
-        consume_item<T, D, B, S, OUT_SMEM, 2, true, true>(
-            c, s1, a.p, &a.o, smem, pb.ring, &pb.q_full[qb], q_parity, &pb.q_empty[qb], qb, w.m0,
-            w.h, w.b, block_tiles, g0, cw, nx);
+        auto item = [&](C &c) {
+            consume_item<T, D, B, S, OUT_SMEM, 2, true, true>(
+                c, s1, a.p, &a.o, smem, pb.ring, &pb.q_full[qb], q_parity, &pb.q_empty[qb], qb,
+                w.m0, w.h, w.b, block_tiles, g0, cw, nx);
+        };
+        if constexpr (S == Schedule::lookahead) {
+            C c;
+            item(c);
+        } else {
+            item(c_across);
+        }
         if (!more)
             break;
         g0 += block_tiles;
@@ -913,7 +938,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
 
 #endif // GP_SM90A
 
-template <typename T, int D, int CONSUMERS, Schedule S, bool OUT_SMEM>
+template <typename T, int D, int CONSUMERS, Schedule S, bool OUT_SMEM, bool CHAIN>
 __global__ void
 __launch_bounds__(Block<CONSUMERS>::threads, 1)
     flash_wgmma_persistent_kernel(const __grid_constant__ Args a)
@@ -954,7 +979,7 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1)
         return;
     }
     regs_claim<B::consumer_regs>();
-    consume_persistent<T, D, B, S, OUT_SMEM>(a, smem, bar, wg - 1);
+    consume_persistent<T, D, B, S, OUT_SMEM, CHAIN>(a, smem, bar, wg - 1);
     if (OUT_SMEM && (threadIdx.x & 127) == 0)
         bulk_wait<0>(); // the O store issued last
 #else
@@ -1052,12 +1077,12 @@ paired(const gp_attn_params &p, int m_tiles, int64_t items, int sms)
 }
 
 // The persistent kernel: as many blocks as SMs, or work items if fewer.
-template <typename T, int D, int CONSUMERS, Schedule S, bool OUT_SMEM>
+template <typename T, int D, int CONSUMERS, Schedule S, bool OUT_SMEM, bool CHAIN>
 cudaError_t
 launch_persistent(const gp_attn_params &p, cudaStream_t stream)
 {
     using B = Block<CONSUMERS>;
-    auto kernel = flash_wgmma_persistent_kernel<T, D, CONSUMERS, S, OUT_SMEM>;
+    auto kernel = flash_wgmma_persistent_kernel<T, D, CONSUMERS, S, OUT_SMEM, CHAIN>;
     if (!runnable_on_current_device())
         return cudaErrorNotSupported;
     int device, sms;
@@ -1099,13 +1124,17 @@ launch_persistent(const gp_attn_params &p, cudaStream_t stream)
 }
 
 // One schedule's kernel, with O stored through shared memory (OUT_SMEM) or from registers.
-template <typename T, int D, int CONSUMERS, Schedule S, bool PERSISTENT>
+// Persistent kernels chain their items (CHAIN) at head_dim 64 but under persist_lookahead, which
+// chains only as persist_lookahead_chained (v10); the head_dim 128 block never (v8).
+template <typename T, int D, int CONSUMERS, Schedule S, bool PERSISTENT,
+          bool CHAIN = (PERSISTENT && D == 64 && S != Schedule::lookahead)>
 cudaError_t
 launch_out(const gp_attn_params &p, bool out_smem, cudaStream_t stream)
 {
+    static_assert(PERSISTENT || !CHAIN, "only the persistent kernel chains items");
     if constexpr (PERSISTENT)
-        return out_smem ? launch_persistent<T, D, CONSUMERS, S, true>(p, stream)
-                        : launch_persistent<T, D, CONSUMERS, S, false>(p, stream);
+        return out_smem ? launch_persistent<T, D, CONSUMERS, S, true, CHAIN>(p, stream)
+                        : launch_persistent<T, D, CONSUMERS, S, false, CHAIN>(p, stream);
     else
         return out_smem ? launch<T, D, CONSUMERS, S, true>(p, stream)
                         : launch<T, D, CONSUMERS, S, false>(p, stream);
@@ -1135,6 +1164,10 @@ launch_dtype(const gp_attn_params &p, int schedule, bool out_smem, cudaStream_t 
     case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD: // head_dim 64 only (v4)
         if (p.head_dim == 64)
             return launch_out<T, 64, 2, Schedule::lookahead, true>(p, out_smem, stream);
+        return cudaErrorNotSupported;
+    case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD_CHAINED: // head_dim 64 only (v10)
+        if (p.head_dim == 64)
+            return launch_out<T, 64, 2, Schedule::lookahead, true, true>(p, out_smem, stream);
         return cudaErrorNotSupported;
     default:
         break;
@@ -1282,6 +1315,11 @@ gp_attn_flash_wgmma_runnable(void)
 //     by their key tiles) and 128-row items outnumber the SMs: then bm128 (blocks handed out as
 //     SMs free balance unequal causal items better than the static stride: (1, 3, 8192) 1.15
 //     against persist_lookahead's 1.09).
+//   persist_lookahead runs chained (persist_lookahead_chained) up to kChainedSeq = 2048, causal or
+//     not: both forced in one process, twice, H100, tenth session: non-causal 512 1.04-1.08
+//     against 1.00-1.01, 1024 1.02-1.03 against 1.00-1.01, causal 1024 1.013-1.014 against
+//     0.990-0.995, 2048 1.03-1.05 against 1.01-1.02 (an H200 agrees); beyond, within the spread
+//     either way ((1, 1, 16384) 1.03 against 1.04), and the unchained tile loop stays.
 // head_dim 128: persist (the 128-row block, persistent, unchained since v8) up to N = 2048, else
 //   fixed. Non-causal: mean of two forced runs, H100, seventh session: 0.96-1.09 of cuDNN
 //   against the fixed block's 0.84-0.98; from 4096 within 0.02 either way. Causal, with its
@@ -1292,13 +1330,16 @@ extern "C" int
 gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 {
     constexpr double kBm128Speed = 1.25, kPersistWaves = 1.0;
+    constexpr int kChainedSeq = 2048;
     const int n = p->seq;
     if (p->head_dim != 64)
         return n <= 2048 ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
+    const int lookahead = n <= kChainedSeq ? GP_ATTN_WGMMA_PERSIST_LOOKAHEAD_CHAINED
+                                           : GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
     if (!p->causal)
         return sms > 0 && gp_attn::makespan_ratio(p, sms, kPersistWaves) < kPersistWaves
                    ? GP_ATTN_WGMMA_PERSIST
-                   : GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
+                   : lookahead;
     if (n <= 512)
         return GP_ATTN_WGMMA_PERSIST_BM128;
     if (n > 4096 && sms > 0 && gp_attn::makespan_ratio(p, sms, kBm128Speed) > kBm128Speed) {
@@ -1307,12 +1348,13 @@ gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
         if (items128 > sms)
             return GP_ATTN_WGMMA_BM128;
     }
-    return GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
+    return lookahead;
 }
 
 // How O leaves (v7): through shared memory and TMA for the head_dim 128 blocks (fixed and
-// persist) at every length, and for persist_lookahead where an item has at most 4 key tiles
-// (N <= 512) or, causal, up to N = 2048; from registers for persist_lookahead beyond that and
+// persist) at every length, and for persist_lookahead (chained or not: the chained form was
+// measured with this rule, not against it) where an item has at most 4 key tiles (N <= 512) or,
+// causal, up to N = 2048; from registers for persist_lookahead beyond that and
 // for the 192-row persistent block, whose shared-memory builds run long items 1-9 % slower.
 // From the whole grid with each way forced, twice, after the store's guard went (H100,
 // 2026-11-26, seventh session; mean ratios to cuDNN): head_dim 128 persist at N = 512 1.006
@@ -1327,6 +1369,7 @@ gp_attn_flash_wgmma_out_smem(const gp_attn_params *p, int schedule)
     const int n = p->seq;
     switch (schedule) {
     case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD:
+    case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD_CHAINED:
         return n <= (p->causal ? 2048 : 512);
     case GP_ATTN_WGMMA_PERSIST:
         return p->head_dim == 128;
@@ -1340,7 +1383,8 @@ extern "C" const char *
 gp_attn_flash_wgmma_order(const gp_attn_params *p, int schedule, int sms)
 {
     if ((schedule != GP_ATTN_WGMMA_PERSIST && schedule != GP_ATTN_WGMMA_PERSIST_BM128 &&
-         schedule != GP_ATTN_WGMMA_PERSIST_LOOKAHEAD) ||
+         schedule != GP_ATTN_WGMMA_PERSIST_LOOKAHEAD &&
+         schedule != GP_ATTN_WGMMA_PERSIST_LOOKAHEAD_CHAINED) ||
         sms < 1)
         return NULL;
     if (!p->causal)
@@ -1356,8 +1400,13 @@ gp_attn_flash_wgmma_order(const gp_attn_params *p, int schedule, int sms)
 extern "C" const char *
 gp_attn_flash_wgmma_schedule_name(int schedule)
 {
-    static const char *const names[GP_ATTN_WGMMA_VARIANTS] = {
-        "per_shape", "persist", "bm128", "persist_bm128", "fixed", "persist_lookahead"};
+    static const char *const names[GP_ATTN_WGMMA_VARIANTS] = {"per_shape",
+                                                              "persist",
+                                                              "bm128",
+                                                              "persist_bm128",
+                                                              "fixed",
+                                                              "persist_lookahead",
+                                                              "persist_lookahead_chained"};
     return schedule >= 0 && schedule < GP_ATTN_WGMMA_VARIANTS ? names[schedule] : "unknown";
 }
 

@@ -42,8 +42,8 @@ def test_arguments():
 def test_schedules_are_the_grid_s_variants():
     """The hidden _variant numbers (kernels/attention/attention.h), from bench_attention_grid.py."""
     assert counters.SCHEDULES == {"fixed": 4, "persist": 1, "bm128": 2, "persist_bm128": 3,
-                                  "persist_lookahead": 5}
-    assert counters.HEAD_DIMS == {"persist_lookahead": (64,)}
+                                  "persist_lookahead": 5, "persist_lookahead_chained": 6}
+    assert counters.HEAD_DIMS == {"persist_lookahead": (64,), "persist_lookahead_chained": (64,)}
 
 
 def test_jobs_leave_out_what_a_schedule_does_not_take():

@@ -173,18 +173,19 @@ def test_the_implementations_are_one_table():
         _C._attention(host(), host(), host(), host(), variant=1)
 
 
-@pytest.mark.parametrize("impl, variant", [("flash_wgmma", 6), ("flash_wgmma", -1),
-                                           ("flash_wgmma", 7), ("flash_wgmma", 14),
+@pytest.mark.parametrize("impl, variant", [("flash_wgmma", 15), ("flash_wgmma", -1),
+                                           ("flash_wgmma", 7), ("flash_wgmma", 23),
                                            ("flash_wgmma", 24), ("flash_wgmma", 32),
                                            ("flash_tc", 1), ("auto", 4), ("flash", 5),
                                            ("flash_tc", 8), ("flash", 16)])
 def test_hidden_variant_is_checked_before_any_device_work(impl, variant):
     """_variant (flash_wgmma's schedules in place of the per-shape choice, benchmarks only) is 0,
-    or with impl='flash_wgmma' a schedule 0..5 plus at most one of 8 (O through shared memory)
+    or with impl='flash_wgmma' a schedule 0..6 plus at most one of 8 (O through shared memory)
     and 16 (O from registers); anything else is refused without a device."""
     with pytest.raises(ValueError, match=r"_variant must be 0, or with impl='flash_wgmma' a "
-                       r"schedule 0\.\.5 \(1 persist, 2 bm128, 3 persist_bm128, 4 fixed, "
-                       r"5 persist_lookahead\) plus at most one of 8 \(O through shared memory\) "
+                       r"schedule 0\.\.6 \(1 persist, 2 bm128, 3 persist_bm128, 4 fixed, "
+                       r"5 persist_lookahead, 6 persist_lookahead_chained\) plus at most one of 8 "
+                       r"\(O through shared memory\) "
                        r"and 16 \(O from registers\), "
                        f"got {variant} with impl='{impl}'"):
         _C._attention(host(), host(), host(), host(), impl=impl, _variant=variant)
@@ -192,14 +193,17 @@ def test_hidden_variant_is_checked_before_any_device_work(impl, variant):
 
 @pytest.mark.parametrize("head_dim", [128, 32])
 @pytest.mark.parametrize("out_bits", [0, 8, 16])
-def test_lookahead_variant_takes_head_dim_64_only(head_dim, out_bits):
-    """_variant 5 (persist_lookahead: two S tiles per consumer, 240 registers) exists at head_dim
-    64 only, with either way of storing O; other head_dims are refused by name before any device
-    work (a device would say nothing clearer: the launcher's answer is cudaErrorNotSupported)."""
+@pytest.mark.parametrize("schedule, name", [(5, "persist_lookahead"),
+                                            (6, "persist_lookahead_chained")])
+def test_lookahead_variant_takes_head_dim_64_only(schedule, name, head_dim, out_bits):
+    """_variant 5 and 6 (persist_lookahead, unchained or chained: two S tiles per consumer, 240
+    registers) exist at head_dim 64 only, with either way of storing O; other head_dims are
+    refused by name before any device work (a device would say nothing clearer: the launcher's
+    answer is cudaErrorNotSupported)."""
     x = host((1, 2, 8, head_dim), np.float16)
-    with pytest.raises(ValueError, match=r"_variant 5 \(persist_lookahead\) takes head_dim 64 "
+    with pytest.raises(ValueError, match=rf"_variant {schedule} \({name}\) takes head_dim 64 "
                        f"only, got {head_dim}"):
-        _C._attention(x, x, x, x, impl="flash_wgmma", _variant=5 + out_bits)
+        _C._attention(x, x, x, x, impl="flash_wgmma", _variant=schedule + out_bits)
 
 
 def test_read_only_out():

@@ -116,16 +116,18 @@ def test_nan_and_inf_propagate_like_the_reference(causal, where):
 # flash_wgmma's schedules (_C._attention's hidden _variant, attention.h): 0 per shape (the
 # default), 1 persist (the fixed block persistent), 2 bm128 (the 128-row overlapped block),
 # 3 persist_bm128, 4 fixed (the block every shape ran before issue 27), 5 persist_lookahead
-# (persist_bm128 with two S tiles per consumer; head_dim 64 only, refused at 128:
-# test_attention_args.py); each also with O forced out through shared memory (+8) and from
+# (persist_bm128 with two S tiles per consumer) and 6 persist_lookahead_chained (the same, its
+# items chained), both head_dim 64 only, refused at 128 (test_attention_args.py); each also with O forced out through shared memory (+8) and from
 # registers (+16), since every schedule's kernel is built both ways.
 OUT_SMEM, OUT_REGS = 8, 16
-SCHEDULE_VARIANTS = [0, 1, 2, 3, 4, 5]
+SCHEDULE_VARIANTS = [0, 1, 2, 3, 4, 5, 6]
 VARIANTS = [v + out for out in (0, OUT_SMEM, OUT_REGS) for v in SCHEDULE_VARIANTS]
-SCHEDULES = {"persist": 1, "bm128": 2, "persist_bm128": 3, "fixed": 4, "persist_lookahead": 5}
-LOOKAHEAD = 5
+SCHEDULES = {"persist": 1, "bm128": 2, "persist_bm128": 3, "fixed": 4, "persist_lookahead": 5,
+             "persist_lookahead_chained": 6}
+LOOKAHEAD = (5, 6)  # the schedules of head_dim 64 only
 # (variant, head_dim) for every variant at every head_dim it takes
-VARIANT_HEAD_DIMS = [(v, d) for v in VARIANTS for d in (64, 128) if v % 8 != LOOKAHEAD or d == 64]
+VARIANT_HEAD_DIMS = [(v, d) for v in VARIANTS for d in (64, 128)
+                     if v % 8 not in LOOKAHEAD or d == 64]
 
 
 def run_variant(q, k, v, dtype, variant, causal=False, scale=None):
@@ -199,7 +201,7 @@ def test_nothing_is_written_past_the_sequence(variant, head_dim, seq, causal):
 
 @hopper
 @pytest.mark.parametrize("variant, head_dim", [(v, d) for v in SCHEDULE_VARIANTS for d in (64, 128)
-                                               if v != LOOKAHEAD or d == 64])
+                                               if v not in LOOKAHEAD or d == 64])
 @pytest.mark.parametrize("causal", [False, True])
 def test_both_ways_of_storing_o_give_the_same_bits(variant, head_dim, causal):
     """O / l rounded in registers and stored from them, or written to shared memory and stored
@@ -213,18 +215,23 @@ def test_both_ways_of_storing_o_give_the_same_bits(variant, head_dim, causal):
 @hopper
 @pytest.mark.parametrize("seq", [255, 256, 257, 640, 769])
 @pytest.mark.parametrize("causal", [False, True])
-def test_lookahead_every_tile_count(seq, causal):
+@pytest.mark.parametrize("variant", LOOKAHEAD)
+def test_lookahead_every_tile_count(variant, seq, causal):
     """persist_lookahead runs its key tiles in pairs (S alternating between two register
     arrays), with the last tile apart: an item of 1 to 7 tiles ends in either array, and (causal)
     a block's items differ in their counts, so the K/V ring's stage and parity start anywhere.
-    2·40 heads: 160 to 560 items of 128 rows, one to five per block on 132 SMs."""
+    Chained, each item starts in the same array wherever the last one ended, and the next item's
+    first tile is in flight while this one stores O. 2·40 heads: 160 to 560 items of 128 rows, one
+    to five per block on 132 SMs."""
     q, k, v = inputs((2, 40, seq, 64), "bfloat16")
-    check(run_variant(q, k, v, "bfloat16", LOOKAHEAD, causal), q, k, v, "bfloat16", causal)
+    check(run_variant(q, k, v, "bfloat16", variant, causal), q, k, v, "bfloat16", causal)
 
 
 TWOS = [((8, 33, 512, 64), "persist_lookahead"), ((8, 33, 512, 64), "persist"),
         ((8, 33, 512, 64), "persist_bm128"), ((8, 33, 512, 128), "persist"),
-        ((1, 211, 640, 64), "persist_lookahead"), ((1, 211, 640, 128), "persist")]
+        ((8, 33, 512, 64), "persist_lookahead_chained"),
+        ((1, 211, 640, 64), "persist_lookahead"), ((1, 211, 640, 64), "persist_lookahead_chained"),
+        ((1, 211, 640, 128), "persist")]
 
 
 @hopper
@@ -247,7 +254,8 @@ def test_causal_items_in_twos(shape, name):
 
 @hopper
 @pytest.mark.parametrize("shape, causal", [
-    ((2, 3, 385, 64), False), ((2, 3, 385, 64), True), ((1, 2, 3000, 64), True),
+    ((2, 3, 385, 64), False), ((2, 3, 385, 64), True), ((4, 8, 1500, 64), True),
+    ((1, 2, 3000, 64), True),
     ((1, 1, 5000, 64), False), ((1, 1, 16384, 64), True), ((1, 3, 8192, 64), True),
     ((2, 3, 385, 128), False), ((2, 3, 385, 128), True)])
 def test_the_default_runs_the_schedule_chosen_for_the_shape(shape, causal):

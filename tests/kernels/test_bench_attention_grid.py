@@ -31,15 +31,16 @@ def test_variants_by_name():
     assert grid.parse_variants("gp, cudnn") == ["gp", "cudnn"]
     assert grid.GP_VARIANTS == {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2,
                                 "gp_persist_bm128": 3, "gp_persist_lookahead": 5,
-                                "gp_out_smem": 8, "gp_out_regs": 16}
-    # the default list: the per-shape choice, the old fixed block, the other four, the peers;
+                                "gp_persist_lookahead_chained": 6, "gp_out_smem": 8,
+                                "gp_out_regs": 16}
+    # the default list: the per-shape choice, the old fixed block, the other five, the peers;
     # the two ways of storing O forced only when asked for
     assert grid.DEFAULT == ("gp", "gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128",
-                            "gp_persist_lookahead", "cudnn", "fa2")
+                            "gp_persist_lookahead", "gp_persist_lookahead_chained", "cudnn", "fa2")
     assert grid.parse_args([]).variants == list(grid.DEFAULT)
     assert grid.parse_variants("gp_out_smem,gp_out_regs") == ["gp_out_smem", "gp_out_regs"]
     assert grid.SCHEDULES == {4: "fixed", 1: "persist", 2: "bm128", 3: "persist_bm128",
-                              5: "persist_lookahead"}
+                              5: "persist_lookahead", 6: "persist_lookahead_chained"}
     with pytest.raises(ValueError, match=r"unknown \['gp_v9'\]"):
         grid.parse_variants("gp,gp_v9")
     with pytest.raises(SystemExit):
@@ -107,22 +108,25 @@ def test_rows_at_another_sm_clock_than_cudnn_are_marked():
 def test_the_schedule_of_each_variant():
     assert grid.schedule_of("cudnn", (1, 1, 512, 64), False) is None
     assert [grid.schedule_of(v, (1, 1, 512, 64), False) for v in
-            ("gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128", "gp_persist_lookahead")] == \
-        ["fixed", "persist", "bm128", "persist_bm128", "persist_lookahead"]
+            ("gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128", "gp_persist_lookahead",
+             "gp_persist_lookahead_chained")] == \
+        ["fixed", "persist", "bm128", "persist_bm128", "persist_lookahead",
+         "persist_lookahead_chained"]
     rows = grid.add_ratios([{**row("gp", 400.0), "schedule": "persist"}, row("cudnn", 460.0)])
     assert grid.table_rows(rows)[0][4] == "persist"
 
 
-def test_the_lookahead_variant_skips_head_dim_128():
-    """gp_persist_lookahead exists at head_dim 64 only: at 128 its row is skipped before any
-    device work (a skipped row does not fail the run), at 64 it is not."""
+@pytest.mark.parametrize("name", ["persist_lookahead", "persist_lookahead_chained"])
+def test_the_lookahead_variants_skip_head_dim_128(name):
+    """gp_persist_lookahead and its chained form exist at head_dim 64 only: at 128 their rows are
+    skipped before any device work (a skipped row does not fail the run), at 64 they are not."""
     import types
 
     case = types.SimpleNamespace(shape=(1, 2, 512, 128), dtype="bfloat16", torch=None)
-    r = grid.run_one("gp_persist_lookahead", case, True, 0.1)
-    assert r["status"] == "skipped: head_dim 128" and r["schedule"] == "persist_lookahead"
+    r = grid.run_one("gp_" + name, case, True, 0.1)
+    assert r["status"] == "skipped: head_dim 128" and r["schedule"] == name
     assert "skipped" in grid.table_rows(grid.add_ratios([r]))[0][5]
-    assert grid.HEAD_DIMS == {"gp_persist_lookahead": (64,)}
+    assert grid.HEAD_DIMS == {"gp_persist_lookahead": (64,), "gp_persist_lookahead_chained": (64,)}
 
 
 def test_quick_holds_the_worst_shapes_and_the_rule_s_edges():
@@ -136,7 +140,8 @@ def test_quick_holds_the_worst_shapes_and_the_rule_s_edges():
                  ((32, 16, 512, 128), "bfloat16", False), ((1, 3, 8192, 64), "bfloat16", True)]:
         assert case in quick
     picked = {_C._attention_wgmma_schedule(shape, causal, sms=132) for shape, _, causal in quick}
-    assert picked == {"persist", "persist_lookahead", "persist_bm128", "bm128", "fixed"}
+    assert picked == {"persist", "persist_lookahead", "persist_lookahead_chained", "persist_bm128",
+                      "bm128", "fixed"}
     assert len(quick) <= 14  # with 8 implementations, about a minute and a half on an H200
 
 
