@@ -93,6 +93,13 @@ constexpr int kBN = 128; // keys per tile
 // the softmax of S_j, so that Q·K_(j+1)ᵀ and P_(j-1)·V_(j-1) run while it does.
 enum class Schedule { sequential, overlapped, lookahead };
 
+// Where a persistent consumer chains its items, its state (Consumer) outlives them, since a wgmma
+// in flight writes c.s across their boundary; but the lookahead schedule's lives per item, and
+// only s1, the S tile its items start in, outlives them: its whole state declared across items
+// made ptxas schedule the tile loop worse (consume_item, consume_persistent; NOTES.md,
+// "persist_lookahead chained").
+template <Schedule S> constexpr bool kStatePerItem = S == Schedule::lookahead;
+
 // The block's shape: CONSUMERS warpgroups of 64 query rows each, plus the producer warpgroup.
 // setmaxnreg moves registers from the producer to the consumers; the pool is the launch's
 // register count (ptxas -v: 168 at 384 threads, 128 at 512, both the __launch_bounds__ cap)
@@ -435,10 +442,9 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
     using C = Consumer<T, D, B::BM>;
     constexpr bool ring = QBUFS > 1;
     static_assert(ring || !(PRE || CHAIN), "only the persistent kernel chains items");
-    // The S tile an item starts in, where a chained item issues the next one's S_0: c.s, but s1
-    // in the chained lookahead schedule, whose c lives per item while s1 outlives items
-    // (consume_persistent).
-    constexpr bool s1_first = S == Schedule::lookahead && CHAIN;
+    // The S tile an item starts in, where a chained item issues the next one's S_0: c.s, or s1
+    // where c lives per item (kStatePerItem).
+    constexpr bool s1_first = CHAIN && kStatePerItem<S>;
     float(&sa)[C::NS] = *(s1_first ? &s1 : &c.s);
     float(&sb)[C::NS] = *(s1_first ? &c.s : &s1);
     const int t = threadIdx.x & 127, warp = t >> 5, lane = t & 31;
@@ -888,10 +894,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
         }
         return;
     }
-    // The chained schedules' consumer state outlives items (a wgmma in flight writes c.s across
-    // their boundary), but the lookahead schedule's: its c lives per item, as unchained (declared
-    // across items it made ptxas schedule the tile loop worse, above), and only s1, where its
-    // items start (consume_item), outlives them.
+    // The consumer state across items, or per item but s1 (kStatePerItem).
     [[maybe_unused]] C c_across;
     float s1[C::NS];
     const uint32_t base = smem_u32(smem);
@@ -902,7 +905,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
     mbar_wait(&pb.q_full[0], 0);
     Item w = item_of(0);
     mbar_wait(&pb.ring.k_full[0], 0);
-    C::issue_qk(S == Schedule::lookahead ? s1 : c_across.s, q_rows(0), base + L::K_OFF);
+    C::issue_qk(kStatePerItem<S> ? s1 : c_across.s, q_rows(0), base + L::K_OFF);
     for (;;) {
         const int block_tiles = key_tiles(a.p, w.m0 + B::BM);
         const int qb = k & 1;
@@ -920,7 +923,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
                 c, s1, a.p, &a.o, smem, pb.ring, &pb.q_full[qb], q_parity, &pb.q_empty[qb], qb,
                 w.m0, w.h, w.b, block_tiles, g0, cw, nx);
         };
-        if constexpr (S == Schedule::lookahead) {
+        if constexpr (kStatePerItem<S>) {
             C c;
             item(c);
         } else {
