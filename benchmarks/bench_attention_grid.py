@@ -19,13 +19,18 @@ per shape, named in the table's schedule column; gp_fixed the block every shape 
 the others forced, gp_persist_lookahead and gp_persist_lookahead_chained at head_dim 64 only), then
 SDPA with the CUDNN_ATTENTION and FLASH_ATTENTION backends (torch.nn.attention.sdpa_kernel) on the
 same device memory. Everything is timed by gpuprofile.benchmark the same way (L2 flushed before
-every iteration, CUPTI kernel times where CUPTI is usable, else CUDA events; the median), after its
-output was checked against the float64 reference (every row of the first and last (batch, head) up
-to N = 4096; beyond, their first 512 rows, and for non-causal also the last 512). TFLOP/s count
-4·B·H·N²·D FLOPs (halved when causal); % is of 989 TFLOP/s (H100 SXM dense fp16/bf16); the SM clock
-is gpuprofile's reading before and after each timing, and a row whose clock is more than 5 % off
-cuDNN's on the same case is marked "!" (its ratio compares different clocks; clock_vs_cudnn in the
-JSON). Prints a table, writes JSON (--output).
+every iteration, CUPTI kernel times where CUPTI is usable, else CUDA events; the median), --rounds
+times (3) in an order rotated each round, each timing at most --max-time seconds, after its output
+was checked against the float64 reference (every row of the first and last (batch, head) up to
+N = 4096; beyond, their first 512 rows, and for non-causal also the last 512). TFLOP/s count
+4·B·H·N²·D FLOPs (halved when causal) over the median of the rounds' times; % is of 989 TFLOP/s
+(H100 SXM dense fp16/bf16). The ratio to cuDNN is the median of the rounds' ratios, each of two
+timings taken next to each other: a GPU that heats up and lowers its clock during a long shape
+favours whichever runs first, and with one timing each in a fixed order the same kernel read
+0.972 and 1.031 of cuDNN at (1, 16, 16384, 128) fp16 in two runs of one H100 (2026-11-27). The SM
+clock is gpuprofile's reading before and after each timing (the range over the rounds), and a row
+whose clock is more than 5 % off cuDNN's on the same case is marked "!" (its ratio compares
+different clocks; clock_vs_cudnn in the JSON). Prints a table, writes JSON (--output).
 """
 
 from __future__ import annotations
@@ -120,7 +125,9 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="only the worst shapes (about a minute)")
     p.add_argument("--variants", default=",".join(DEFAULT),
                    help=f"comma list of {', '.join(NAMES)} (default: all but gp_out_*)")
-    p.add_argument("--max-time", type=float, default=0.4, help="seconds per timing at most")
+    p.add_argument("--max-time", type=float, default=0.15, help="seconds per timing at most")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="timings per implementation and case, the order rotated each round (default 3)")
     p.add_argument("--output", default=None, help="JSON file for the results")
     p.add_argument("--head-dims", default="64,128", help="comma list of head_dims to run (64, 128)")
     p.add_argument("--causal", choices=("both", "yes", "no"), default="both",
@@ -133,6 +140,8 @@ def parse_args(argv=None):
         p.error(str(exc))
     if not args.max_time > 0:
         p.error("--max-time must be > 0")
+    if args.rounds < 1:
+        p.error("--rounds must be >= 1")
     return args
 
 
@@ -153,8 +162,10 @@ CLOCK_TOLERANCE = 0.05
 
 
 def clocks_of(r):
-    """The row's SM clock readings (before and after its timing) that were taken, in MHz."""
-    return [c for c in (r.get("sm_mhz_start"), r.get("sm_mhz_end")) if c]
+    """The row's SM clock readings (before and after each of its timings) that were taken, in
+    MHz."""
+    pairs = r.get("round_mhz") or [(r.get("sm_mhz_start"), r.get("sm_mhz_end"))]
+    return [c for pair in pairs for c in pair if c]
 
 
 def mean_clock(r):
@@ -162,13 +173,28 @@ def mean_clock(r):
     return sum(clocks) / len(clocks) if clocks else None
 
 
+def paired_ratios(r, base):
+    """cuDNN's time over the row's, round by round (timings of one round ran next to each other,
+    at about the same clock and temperature); None unless both have the same rounds."""
+    mine, theirs = r.get("round_ms"), base.get("round_ms")
+    if not mine or not theirs or len(mine) != len(theirs):
+        return None
+    return [b / a for a, b in zip(mine, theirs)]
+
+
 def add_ratios(rows):
-    """Each row's TFLOP/s and SM clock against cuDNN's on the same case: vs_cudnn and
-    clock_vs_cudnn (None where either is missing)."""
+    """Each row's speed and SM clock against cuDNN's on the same case: vs_cudnn, the median of
+    the rounds' paired ratios (paired_ratios; vs_cudnn_rounds has each), or with one timing each
+    the ratio of their TFLOP/s, and clock_vs_cudnn (None where either is missing)."""
     cudnn = {r["case"]: r for r in rows if r["impl"] == "cudnn" and r.get("tflops")}
     for r in rows:
         base = cudnn.get(r["case"])
-        r["vs_cudnn"] = r["tflops"] / base["tflops"] if base and r.get("tflops") else None
+        rounds = paired_ratios(r, base) if base and r.get("tflops") else None
+        if rounds:
+            r["vs_cudnn_rounds"] = rounds
+            r["vs_cudnn"] = float(np.median(rounds))
+        else:
+            r["vs_cudnn"] = r["tflops"] / base["tflops"] if base and r.get("tflops") else None
         mine, theirs = mean_clock(r), base and mean_clock(base)
         r["clock_vs_cudnn"] = mine / theirs if mine and theirs else None
     return rows
@@ -351,9 +377,9 @@ def validate(impl, case, causal):
     return worst <= 1.0, worst
 
 
-def run_one(impl, case, causal, max_time):
-    import gpuprofile as gp
-
+def prepare(impl, case, causal):
+    """The row of one implementation on one case, its output checked: status "ready" to be
+    timed, or why not (skipped, failed, a wrong result)."""
     row = {"case": (case.shape, case.dtype, causal), "impl": impl, "shape": list(case.shape),
            "dtype": case.dtype, "causal": causal, "flops": flops(case.shape, causal),
            "schedule": schedule_of(impl, case.shape, causal)}
@@ -369,16 +395,55 @@ def run_one(impl, case, causal, max_time):
     row["err_over_tol"] = worst
     if not ok:
         return {**row, "status": "wrong result: not timed"}
+    return {**row, "status": "ready"}
+
+
+def time_once(impl, case, causal, flops, max_time):
+    """One timing by gpuprofile.benchmark: (BenchmarkResult, its warnings' texts)."""
+    import gpuprofile as gp
+
     with backend(impl), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        r = gp.benchmark(make_call(impl, case, causal), flops=row["flops"], name=impl,
+        r = gp.benchmark(make_call(impl, case, causal), flops=flops, name=impl,
                          min_time=min(0.2, max_time), max_time=max_time, mode="cold")
-    row["warnings"] = [str(w.message) for w in caught]  # e.g. the noise reached at max_time
-    row.update(status="ok", median_ms=r.median_ms, tflops=r.tflops,
-               pct_989=100.0 * r.tflops / PEAK_TFLOPS, rel_noise=r.rel_noise, clock=r.clock,
-               sm_mhz_start=r.sm_clock_mhz_start, sm_mhz_end=r.sm_clock_mhz_end,
-               sm_clock_source=r.sm_clock_source)
-    return row
+    return r, [str(w.message) for w in caught]  # e.g. the noise reached at max_time
+
+
+def finish(row, timings):
+    """The row with its timings (one per round): the median of their medians, each round's time
+    and SM clocks before and after, the largest noise."""
+    ms = [r.median_ms for r, _ in timings]
+    median = float(np.median(ms))
+    tflops = row["flops"] / (median * 1e-3) / 1e12
+    first, last = timings[0][0], timings[-1][0]
+    return {**row, "status": "ok", "median_ms": median, "tflops": tflops,
+            "pct_989": 100.0 * tflops / PEAK_TFLOPS,
+            "rel_noise": max(r.rel_noise for r, _ in timings), "clock": first.clock,
+            "sm_mhz_start": first.sm_clock_mhz_start, "sm_mhz_end": last.sm_clock_mhz_end,
+            "sm_clock_source": first.sm_clock_source, "round_ms": ms,
+            "round_mhz": [(r.sm_clock_mhz_start, r.sm_clock_mhz_end) for r, _ in timings],
+            "warnings": [w for _, ws in timings for w in ws]}
+
+
+def run_case(impls, case, causal, max_time, rounds):
+    """Every implementation's row on one case: each checked, then timed `rounds` times, the
+    order rotated by one each round (so each runs first, last and between), and the rounds'
+    times kept for paired ratios (add_ratios): on a GPU whose clock drifts with its temperature,
+    timings next to each other compare like with like, where one timing each, always in the
+    same order, gave the first a warmer or cooler GPU than the last."""
+    rows = [prepare(impl, case, causal) for impl in impls]
+    ready = [i for i, row in enumerate(rows) if row["status"] == "ready"]
+    timings = {i: [] for i in ready}
+    for k in range(rounds):
+        shift = k % len(ready) if ready else 0
+        for i in ready[shift:] + ready[:shift]:
+            timings[i].append(time_once(impls[i], case, causal, rows[i]["flops"], max_time))
+    return [finish(row, timings[i]) if i in timings else row for i, row in enumerate(rows)]
+
+
+def run_one(impl, case, causal, max_time):
+    """One implementation on one case, timed once."""
+    return run_case([impl], case, causal, max_time, 1)[0]
 
 
 def nvidia_smi_clock():
@@ -426,11 +491,10 @@ def main(argv=None):
             current = None
             release_workspace()
             current = Case(shape, dtype, torch)
-        for impl in args.variants:
-            row = run_one(impl, current, causal, args.max_time)
+        for row in run_case(args.variants, current, causal, args.max_time, args.rounds):
             rows.append(row)
             print(f"[{i + 1}/{len(cases)} {time.time() - started:5.0f} s] {shape} {dtype} "
-                  f"causal={causal} {impl}: {row.get('tflops', 0):.1f} TFLOP/s {row['status']}",
+                  f"causal={causal} {row['impl']}: {row.get('tflops', 0):.1f} TFLOP/s {row['status']}",
                   file=sys.stderr, flush=True)
     add_ratios(rows)
     for r in rows:
@@ -438,7 +502,7 @@ def main(argv=None):
     info = gp.device_info(0)
     config = {"variants": args.variants, "quick": args.quick, "head_dims": list(args.head_dims),
               "causal": args.causal,
-              "max_time": args.max_time,
+              "max_time": args.max_time, "rounds": args.rounds,
               "device": info.to_dict(), "torch": torch.__version__ if torch else None,
               "peak_tflops": PEAK_TFLOPS, "nvidia_smi_sm_clock_start": smi_start,
               "nvidia_smi_sm_clock_end": nvidia_smi_clock(), "seconds": time.time() - started,

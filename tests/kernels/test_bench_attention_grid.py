@@ -105,6 +105,69 @@ def test_rows_at_another_sm_clock_than_cudnn_are_marked():
     assert bare[0]["clock_vs_cudnn"] is None and not any(grid.clock_off(r) for r in bare)
 
 
+def test_ratios_pair_the_rounds():
+    """With rounds, the ratio to cuDNN is the median of the rounds' paired ratios (cuDNN's time
+    over the row's, each pair timed next to each other), not the ratio of the medians; the clock
+    range covers every round's readings."""
+    def rounded(impl, ms, mhz):
+        return {**row(impl, 1.0), "round_ms": ms, "round_mhz": mhz}
+
+    rows = grid.add_ratios([rounded("gp", [1.0, 2.0, 4.0], [(1980.0, 1900.0), (1700.0, 1650.0),
+                                                            (1800.0, None)]),
+                            rounded("cudnn", [1.1, 1.9, 4.8], [(1950.0, 1890.0), (1690.0, 1640.0),
+                                                               (1810.0, 1790.0)])])
+    assert rows[0]["vs_cudnn_rounds"] == pytest.approx([1.1, 0.95, 1.2])
+    assert rows[0]["vs_cudnn"] == pytest.approx(1.1)  # the ratio of the medians: 1.9 / 2.0
+    assert grid.clocks_of(rows[0]) == [1980.0, 1900.0, 1700.0, 1650.0, 1800.0]
+    assert grid.table_rows(rows)[0][-1] == "1650-1980"
+    # rounds that do not pair (another count): the ratio of TFLOP/s, as with one timing each
+    odd = grid.add_ratios([rounded("gp", [1.0, 2.0], [(1980.0, 1980.0)] * 2), row("cudnn", 0.5)])
+    assert odd[0]["vs_cudnn"] == 2.0 and "vs_cudnn_rounds" not in odd[0]
+
+
+def test_rounds_rotate_the_order(monkeypatch):
+    """run_case times every checked implementation --rounds times, each round's order rotated by
+    one, and keeps each round's time; a row that was not ready (skipped) is never timed."""
+    import types
+
+    order = []
+
+    def prepare(impl, case, causal):
+        status = "skipped: head_dim 128" if impl == "gp_persist_lookahead" else "ready"
+        return {"case": (case.shape, case.dtype, causal), "impl": impl, "flops": 2e12,
+                "status": status}
+
+    def time_once(impl, case, causal, flops, max_time):
+        order.append(impl)
+        ms = {"gp": 1.0, "gp_fixed": 2.0, "cudnn": 4.0}[impl] * (1 + len(order) / 100)
+        r = types.SimpleNamespace(median_ms=ms, rel_noise=0.001 * len(order), clock="cupti",
+                                  sm_clock_mhz_start=1980.0 - len(order),
+                                  sm_clock_mhz_end=1900.0 - len(order), sm_clock_source="nvml")
+        return r, [f"w{len(order)}"] if impl == "gp" else []
+
+    monkeypatch.setattr(grid, "prepare", prepare)
+    monkeypatch.setattr(grid, "time_once", time_once)
+    case = types.SimpleNamespace(shape=(1, 2, 512, 128), dtype="bfloat16")
+    impls = ["gp", "gp_persist_lookahead", "gp_fixed", "cudnn"]
+    rows = grid.run_case(impls, case, False, 0.1, 3)
+    assert order == ["gp", "gp_fixed", "cudnn", "gp_fixed", "cudnn", "gp", "cudnn", "gp", "gp_fixed"]
+    assert [r["impl"] for r in rows] == impls
+    assert rows[1]["status"] == "skipped: head_dim 128" and "round_ms" not in rows[1]
+    gp_row = rows[0]
+    assert gp_row["status"] == "ok"
+    assert gp_row["round_ms"] == pytest.approx([1.01, 1.06, 1.08])
+    assert gp_row["median_ms"] == pytest.approx(1.06)
+    assert gp_row["tflops"] == pytest.approx(2e12 / 1.06e-3 / 1e12)
+    assert gp_row["rel_noise"] == pytest.approx(0.008) and gp_row["warnings"] == ["w1", "w6", "w8"]
+    assert gp_row["round_mhz"] == [(1979.0, 1899.0), (1974.0, 1894.0), (1972.0, 1892.0)]
+    assert (gp_row["sm_mhz_start"], gp_row["sm_mhz_end"]) == (1979.0, 1892.0)
+    ratios = grid.add_ratios(rows)[0]["vs_cudnn_rounds"]
+    assert ratios == pytest.approx([4.12 / 1.01, 4.20 / 1.06, 4.28 / 1.08])
+    assert grid.parse_args([]).rounds == 3 and grid.parse_args(["--rounds", "1"]).rounds == 1
+    with pytest.raises(SystemExit):
+        grid.parse_args(["--rounds", "0"])
+
+
 def test_the_schedule_of_each_variant():
     assert grid.schedule_of("cudnn", (1, 1, 512, 64), False) is None
     assert [grid.schedule_of(v, (1, 1, 512, 64), False) for v in
