@@ -70,6 +70,12 @@
 //       the S tile an item starts in outliving items (CHAIN, consume_persistent); what head_dim
 //       64 runs up to N = 2048, where an item's start and end weigh more than its tile loop's
 //       schedule (NOTES.md, "persist_lookahead chained").
+//   v11 issue 27: the head_dim 128 blocks' consumers (fixed and persistent) take turns issuing
+//       their wgmmas (named barriers, consume_item), FA3's scheduler barrier on top of the
+//       overlapped schedule: the persistent block 1.02-1.05 of cuDNN at N = 512 to 2048 against
+//       0.99-1.02, and ahead of the fixed block without causal up to N = 8192 (NOTES.md, "Turns
+//       at head_dim 128"). The ping-pong removed below took turns too, but waited for each
+//       product.
 //   Measured and removed (git history before issue 24): v1's block at head_dim 64, v2 overlapped,
 //   and a ping-pong schedule of the consumers (named barriers), which was no faster.
 #include "attention_sm90.cuh"
@@ -87,6 +93,8 @@ namespace gp_attn {
 namespace {
 
 constexpr int kBN = 128; // keys per tile
+// Named barriers: 1 + cw, consumer cw's O store (store_tma); kTurnBarrier + cw, its turn (v11).
+constexpr int kTurnBarrier = 3;
 
 // A consumer's order of work per key tile j (the versions above): S_j, softmax, P·V_j in
 // sequence; S_j issued before P·V_(j-1) (overlapped); or (lookahead, v4) S_(j+1) issued before
@@ -100,6 +108,13 @@ enum class Schedule { sequential, overlapped, lookahead };
 // "persist_lookahead chained").
 template <Schedule S> constexpr bool kStatePerItem = S == Schedule::lookahead;
 
+// Whether a block's consumers take turns issuing their wgmmas (v11): at head_dim 128, where it
+// measured 1.5-4 % faster at N <= 2048 (persistent) and within 0.01 or up to 2 % faster beyond
+// (fixed), each forced beside the same block without turns in one process (H100 and H200,
+// 2026-11-27; NOTES.md, "Turns at head_dim 128"). The head_dim 64 blocks were not measured with
+// turns.
+template <int D> constexpr bool kTurns = D == 128;
+
 // The block's shape: CONSUMERS warpgroups of 64 query rows each, plus the producer warpgroup.
 // setmaxnreg moves registers from the producer to the consumers; the pool is the launch's
 // register count (ptxas -v: 168 at 384 threads, 128 at 512, both the __launch_bounds__ cap)
@@ -108,8 +123,11 @@ template <Schedule S> constexpr bool kStatePerItem = S == Schedule::lookahead;
 //   3 consumers (v2): 24·128 + 3·160·128 = 64 512 <= 128·512 = 65 536
 // The 3-consumer block also skips O's rescale where no row of a warp raised its max (exact:
 // the skipped factor is 1); the 2-consumer block keeps its measured code unchanged.
-template <int CONSUMERS> struct Block {
+// TURNS (v11): the consumers take turns issuing their wgmmas (consume_item), what the head_dim
+// 128 block does, fixed or persistent (kTurns).
+template <int CONSUMERS, bool TURNS = false> struct Block {
     static constexpr int consumers = CONSUMERS;
+    static constexpr bool turns = TURNS;
     static constexpr int threads = 128 * (CONSUMERS + 1);
     static constexpr int BM = 64 * CONSUMERS; // query rows per block
     static constexpr int launch_regs = CONSUMERS == 2 ? 168 : 128;
@@ -485,11 +503,28 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
             mbar_arrive(&bar.v_empty[s]);
         }
     };
+    // B::turns (v11, two consumers): a consumer issues its wgmmas of a step (S_0; S_j with
+    // P·V_(j-1)) in its turn, named barrier kTurnBarrier + cw, and passes the turn to the other,
+    // so that the tensor pipe takes the two consumers' products in alternation and one's softmax
+    // runs while the other's products do (FA3's scheduler barrier). Both consumers of the 128-row
+    // block compute every tile of the item, so they take the same number of turns.
+    static_assert(!B::turns || (B::consumers == 2 && S == Schedule::overlapped),
+                  "turns: two consumers, overlapped (the head_dim 128 block, never chained)");
+    auto turn = [&]() {
+        if constexpr (B::turns)
+            named_sync<256>(kTurnBarrier + cw);
+    };
+    auto pass = [&]() {
+        if constexpr (B::turns)
+            named_arrive<256>(kTurnBarrier + (cw ^ 1));
+    };
     // S_0 into sa: issued here, or (PRE) already in flight.
     auto first_scores = [&]() {
         if constexpr (!PRE) {
             mbar_wait(&bar.k_full[stage(g0)], parity(g0));
+            turn();
             c.issue_qk(sa, q, k0 + stage(g0) * L::KV_BYTES);
+            pass();
         }
         wgmma_wait<0>();
         pin(sa);
@@ -521,9 +556,11 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
             const uint32_t gj = g0 + j, gp = gj - 1;
             const int s = stage(gj), sp = stage(gp);
             mbar_wait(&bar.k_full[s], parity(gj));
+            turn();
             c.issue_qk(c.s, q, k0 + s * L::KV_BYTES);
             mbar_wait(&bar.v_full[sp], parity(gp));
             c.issue_pv(v0 + sp * L::KV_BYTES);
+            pass();
             wgmma_wait<1>(); // S of tile j; P·V of tile j-1 may still run
             pin(c.s);
             mbar_arrive(&bar.k_empty[s]);
@@ -665,9 +702,13 @@ consume(const Args &a, uint8_t *smem, const Barriers &bar, int m0, int block_til
 {
     Consumer<T, D, B::BM> c;
     float s1[Consumer<T, D, B::BM>::NS];
+    if (B::turns && cw == 0)
+        named_arrive<256>(kTurnBarrier); // consumer 0 takes the first turn
     consume_item<T, D, B, S, OUT_SMEM, 1, false, false>(c, s1, a.p, &a.o, smem, bar, bar.q, 0,
                                                         nullptr, 0, m0, blockIdx.y, blockIdx.z,
                                                         block_tiles, 0, cw, Next{});
+    if (B::turns && cw == 0)
+        named_sync<256>(kTurnBarrier); // the last pass, so every phase completes
 }
 
 #endif // GP_SM90A
@@ -677,7 +718,7 @@ __global__ void
 __launch_bounds__(Block<CONSUMERS>::threads, 1) flash_wgmma_kernel(const __grid_constant__ Args a)
 {
 #if GP_SM90A
-    using B = Block<CONSUMERS>;
+    using B = Block<CONSUMERS, kTurns<D>>;
     using L = Layout<D, B::BM>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -878,6 +919,8 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
     // q_full phase has completed (every consumer thread would divide the same numbers otherwise).
     auto item_of = [&](int qb) { return reinterpret_cast<const Item *>(smem + L::ITEM_OFF)[qb]; };
     if constexpr (!CHAIN) {
+        if (B::turns && cw == 0)
+            named_arrive<256>(kTurnBarrier); // consumer 0 takes the first turn
         uint32_t g0 = 0;
         int k = 0;
         for (int64_t i = blockIdx.x; i < a.items; i += gridDim.x, k++) {
@@ -892,6 +935,8 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
                 &pb.q_empty[qb], qb, w.m0, w.h, w.b, block_tiles, g0, cw, Next{});
             g0 += block_tiles;
         }
+        if (B::turns && cw == 0)
+            named_sync<256>(kTurnBarrier); // the last pass, so every phase completes
         return;
     }
     // The consumer state across items, or per item but s1 (kStatePerItem).
@@ -947,7 +992,7 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1)
     flash_wgmma_persistent_kernel(const __grid_constant__ Args a)
 {
 #if GP_SM90A
-    using B = Block<CONSUMERS>;
+    using B = Block<CONSUMERS, kTurns<D>>;
     using L = Layout<D, B::BM, 2>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
@@ -1318,27 +1363,34 @@ gp_attn_flash_wgmma_runnable(void)
 //     by their key tiles) and 128-row items outnumber the SMs: then bm128 (blocks handed out as
 //     SMs free balance unequal causal items better than the static stride: (1, 3, 8192) 1.15
 //     against persist_lookahead's 1.09).
-//   persist_lookahead runs chained (persist_lookahead_chained) up to kChainedSeq = 2048, causal or
-//     not: both forced in one process, twice, H100, tenth session: non-causal 512 1.04-1.08
-//     against 1.00-1.01, 1024 1.02-1.03 against 1.00-1.01, causal 1024 1.013-1.014 against
-//     0.990-0.995, 2048 1.03-1.05 against 1.01-1.02 (an H200 agrees); beyond, within the spread
-//     either way ((1, 1, 16384) 1.03 against 1.04), and the unchained tile loop stays.
-// head_dim 128: persist (the 128-row block, persistent, unchained since v8) up to N = 2048, else
-//   fixed. Non-causal: mean of two forced runs, H100, seventh session: 0.96-1.09 of cuDNN
-//   against the fixed block's 0.84-0.98; from 4096 within 0.02 either way. Causal, with its
-//   items in twos (v9; eighth session): 1.06 at 512, 1.11-1.12 at 1024, 1.12-1.14 at 2048
-//   against 0.84-1.02; from 4096 fixed ahead (1.03-1.04 against 0.96-0.97 at 4096; before the
-//   twos, persist led causal only up to 1024). sms: the device's SM count.
+//   persist_lookahead runs chained (persist_lookahead_chained) up to kChainedSeq = 2048, causal
+//     up to kChainedCausalSeq = 4096: both forced in one process, twice, H100, tenth session:
+//     non-causal 512 1.04-1.08 against 1.00-1.01, 1024 1.02-1.03 against 1.00-1.01, causal 1024
+//     1.013-1.014 against 0.990-0.995, 2048 1.03-1.05 against 1.01-1.02 (an H200 agrees), causal
+//     4096 1.053-1.076 against 1.039-1.053 (and on an H200, eleventh session, rounds paired,
+//     1.008-1.015 against 1.004, where the unchained kernel read 0.9997 in the whole grid);
+//     beyond, within the spread either way ((1, 1, 16384) 1.03 against 1.04), and the unchained
+//     tile loop stays.
+// head_dim 128: persist (the 128-row block, persistent, unchained since v8) up to N = 2048, and
+//   without causal up to 8192; else fixed. Both blocks' consumers take turns since v11
+//   (eleventh session, H100, rounds paired): persist 1.02-1.06 of cuDNN up to 2048 against
+//   1.00-1.02 without turns; non-causal 4096 1.013-1.046 against the fixed block's 0.999-1.023,
+//   8192 1.010-1.046 against 1.007-1.016; 16384 within the spread either way (no H200 reading),
+//   where the fixed block stays. Causal, with its items in twos (v9; eighth session): 1.06 at 512, 1.11-1.12
+//   at 1024, 1.12-1.14 at 2048 against 0.84-1.02; from 4096 fixed ahead (1.035-1.039 against
+//   0.968-0.969 at 4096 with turns). Before the turns (seventh session) persist led non-causal
+//   only up to 2048 and was within 0.02 of fixed beyond. sms: the device's SM count.
 extern "C" int
 gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 {
     constexpr double kBm128Speed = 1.25, kPersistWaves = 1.0;
-    constexpr int kChainedSeq = 2048;
+    constexpr int kChainedSeq = 2048, kChainedCausalSeq = 4096;
     const int n = p->seq;
     if (p->head_dim != 64)
-        return n <= 2048 ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
-    const int lookahead = n <= kChainedSeq ? GP_ATTN_WGMMA_PERSIST_LOOKAHEAD_CHAINED
-                                           : GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
+        return n <= (p->causal ? 2048 : 8192) ? GP_ATTN_WGMMA_PERSIST : GP_ATTN_WGMMA_FIXED;
+    const int lookahead = n <= (p->causal ? kChainedCausalSeq : kChainedSeq)
+                              ? GP_ATTN_WGMMA_PERSIST_LOOKAHEAD_CHAINED
+                              : GP_ATTN_WGMMA_PERSIST_LOOKAHEAD;
     if (!p->causal)
         return sms > 0 && gp_attn::makespan_ratio(p, sms, kPersistWaves) < kPersistWaves
                    ? GP_ATTN_WGMMA_PERSIST

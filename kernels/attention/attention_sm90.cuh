@@ -194,6 +194,14 @@ named_sync(int id)
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory");
 }
 
+// Arrive at named barrier `id` of THREADS threads without waiting for it.
+template <int THREADS>
+__device__ __forceinline__ void
+named_arrive(int id)
+{
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "n"(THREADS) : "memory");
+}
+
 // Four 8×8 matrices of 16-bit elements from registers to shared memory: lane l gives the address
 // of row l % 8 of matrix l / 8 (16 bytes); register q holds matrix q as an mma accumulator
 // fragment pair (row lane / 4, columns 2·(lane % 4), +1).
