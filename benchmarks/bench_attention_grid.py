@@ -441,10 +441,6 @@ def run_case(impls, case, causal, max_time, rounds):
     return [finish(row, timings[i]) if i in timings else row for i, row in enumerate(rows)]
 
 
-def run_one(impl, case, causal, max_time):
-    """One implementation on one case, timed once."""
-    return run_case([impl], case, causal, max_time, 1)[0]
-
 
 def nvidia_smi_clock():
     """nvidia-smi's SM clock of every GPU in MHz (None where nvidia-smi is missing)."""

@@ -93,7 +93,8 @@ namespace gp_attn {
 namespace {
 
 constexpr int kBN = 128; // keys per tile
-// Named barriers: 1 + cw, consumer cw's O store (store_tma); kTurnBarrier + cw, its turn (v11).
+// Named barriers: 1 + cw, consumer cw's O store (store_tma); kTurnBarrier + cw, its turn (v11,
+// Turns).
 constexpr int kTurnBarrier = 3;
 
 // A consumer's order of work per key tile j (the versions above): S_j, softmax, P·V_j in
@@ -123,8 +124,8 @@ template <int D> constexpr bool kTurns = D == 128;
 //   3 consumers (v2): 24·128 + 3·160·128 = 64 512 <= 128·512 = 65 536
 // The 3-consumer block also skips O's rescale where no row of a warp raised its max (exact:
 // the skipped factor is 1); the 2-consumer block keeps its measured code unchanged.
-// TURNS (v11): the consumers take turns issuing their wgmmas (consume_item), what the head_dim
-// 128 block does, fixed or persistent (kTurns).
+// TURNS (v11): the consumers take turns issuing their wgmmas (Turns), what the head_dim 128
+// block does, fixed or persistent (kTurns).
 template <int CONSUMERS, bool TURNS = false> struct Block {
     static constexpr int consumers = CONSUMERS;
     static constexpr bool turns = TURNS;
@@ -442,6 +443,38 @@ key_tiles(const gp_attn_params &p, int row_end)
 // is issued behind this item's last P·V, so that Q·K_0ᵀ runs while this item waits for its P·V and
 // stores O, instead of after. Chained, c outlives the item: a wgmma in flight writes c.s across
 // the items' boundary.
+// The turns of a block's two consumers (v11, B::turns; FA3's scheduler barrier): consumer cw
+// issues the wgmmas of a step (an item's S_0; S_j with P·V_(j-1)) between take and pass, so that
+// the tensor pipe takes the two consumers' products in alternation and one's softmax runs while
+// the other's products do. Named barrier kTurnBarrier + cw (both consumers' 256 threads) is cw's
+// turn: the other consumer arrives at it when passing, cw waits at it when taking. Consumer 0
+// takes the first turn (open, before its first item) and waits for the last pass (close, after
+// its last), so that every phase completes; in between both take the same number of turns, since
+// both consumers of the 128-row block compute every key tile of every item. Without turns
+// (ON = false) every call is empty.
+template <bool ON> struct Turns {
+    static __device__ __forceinline__ void open(int cw)
+    {
+        if (ON && cw == 0)
+            named_arrive<256>(kTurnBarrier);
+    }
+    static __device__ __forceinline__ void take(int cw)
+    {
+        if constexpr (ON)
+            named_sync<256>(kTurnBarrier + cw);
+    }
+    static __device__ __forceinline__ void pass(int cw)
+    {
+        if constexpr (ON)
+            named_arrive<256>(kTurnBarrier + (cw ^ 1));
+    }
+    static __device__ __forceinline__ void close(int cw)
+    {
+        if (ON && cw == 0)
+            named_sync<256>(kTurnBarrier);
+    }
+};
+
 struct Next {
     uint32_t q;        // the next item's Q (this warpgroup's rows), a shared-memory address
     uint64_t *q_full;  // its Q buffer's full barrier
@@ -503,28 +536,16 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
             mbar_arrive(&bar.v_empty[s]);
         }
     };
-    // B::turns (v11, two consumers): a consumer issues its wgmmas of a step (S_0; S_j with
-    // P·V_(j-1)) in its turn, named barrier kTurnBarrier + cw, and passes the turn to the other,
-    // so that the tensor pipe takes the two consumers' products in alternation and one's softmax
-    // runs while the other's products do (FA3's scheduler barrier). Both consumers of the 128-row
-    // block compute every tile of the item, so they take the same number of turns.
     static_assert(!B::turns || (B::consumers == 2 && S == Schedule::overlapped),
                   "turns: two consumers, overlapped (the head_dim 128 block, never chained)");
-    auto turn = [&]() {
-        if constexpr (B::turns)
-            named_sync<256>(kTurnBarrier + cw);
-    };
-    auto pass = [&]() {
-        if constexpr (B::turns)
-            named_arrive<256>(kTurnBarrier + (cw ^ 1));
-    };
+    using Turn = Turns<B::turns>;
     // S_0 into sa: issued here, or (PRE) already in flight.
     auto first_scores = [&]() {
         if constexpr (!PRE) {
             mbar_wait(&bar.k_full[stage(g0)], parity(g0));
-            turn();
+            Turn::take(cw);
             c.issue_qk(sa, q, k0 + stage(g0) * L::KV_BYTES);
-            pass();
+            Turn::pass(cw);
         }
         wgmma_wait<0>();
         pin(sa);
@@ -556,11 +577,11 @@ consume_item(Consumer<T, D, B::BM> &c, float (&s1)[Consumer<T, D, B::BM>::NS],
             const uint32_t gj = g0 + j, gp = gj - 1;
             const int s = stage(gj), sp = stage(gp);
             mbar_wait(&bar.k_full[s], parity(gj));
-            turn();
+            Turn::take(cw);
             c.issue_qk(c.s, q, k0 + s * L::KV_BYTES);
             mbar_wait(&bar.v_full[sp], parity(gp));
             c.issue_pv(v0 + sp * L::KV_BYTES);
-            pass();
+            Turn::pass(cw);
             wgmma_wait<1>(); // S of tile j; P·V of tile j-1 may still run
             pin(c.s);
             mbar_arrive(&bar.k_empty[s]);
@@ -702,13 +723,11 @@ consume(const Args &a, uint8_t *smem, const Barriers &bar, int m0, int block_til
 {
     Consumer<T, D, B::BM> c;
     float s1[Consumer<T, D, B::BM>::NS];
-    if (B::turns && cw == 0)
-        named_arrive<256>(kTurnBarrier); // consumer 0 takes the first turn
+    Turns<B::turns>::open(cw);
     consume_item<T, D, B, S, OUT_SMEM, 1, false, false>(c, s1, a.p, &a.o, smem, bar, bar.q, 0,
                                                         nullptr, 0, m0, blockIdx.y, blockIdx.z,
                                                         block_tiles, 0, cw, Next{});
-    if (B::turns && cw == 0)
-        named_sync<256>(kTurnBarrier); // the last pass, so every phase completes
+    Turns<B::turns>::close(cw);
 }
 
 #endif // GP_SM90A
@@ -919,8 +938,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
     // q_full phase has completed (every consumer thread would divide the same numbers otherwise).
     auto item_of = [&](int qb) { return reinterpret_cast<const Item *>(smem + L::ITEM_OFF)[qb]; };
     if constexpr (!CHAIN) {
-        if (B::turns && cw == 0)
-            named_arrive<256>(kTurnBarrier); // consumer 0 takes the first turn
+        Turns<B::turns>::open(cw);
         uint32_t g0 = 0;
         int k = 0;
         for (int64_t i = blockIdx.x; i < a.items; i += gridDim.x, k++) {
@@ -935,8 +953,7 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
                 &pb.q_empty[qb], qb, w.m0, w.h, w.b, block_tiles, g0, cw, Next{});
             g0 += block_tiles;
         }
-        if (B::turns && cw == 0)
-            named_sync<256>(kTurnBarrier); // the last pass, so every phase completes
+        Turns<B::turns>::close(cw);
         return;
     }
     // The consumer state across items, or per item but s1 (kStatePerItem).
@@ -1376,10 +1393,11 @@ gp_attn_flash_wgmma_runnable(void)
 //   (eleventh session, H100, rounds paired): persist 1.02-1.06 of cuDNN up to 2048 against
 //   1.00-1.02 without turns; non-causal 4096 1.013-1.046 against the fixed block's 0.999-1.023,
 //   8192 1.010-1.046 against 1.007-1.016; 16384 within the spread either way (no H200 reading),
-//   where the fixed block stays. Causal, with its items in twos (v9; eighth session): 1.06 at 512, 1.11-1.12
-//   at 1024, 1.12-1.14 at 2048 against 0.84-1.02; from 4096 fixed ahead (1.035-1.039 against
-//   0.968-0.969 at 4096 with turns). Before the turns (seventh session) persist led non-causal
-//   only up to 2048 and was within 0.02 of fixed beyond. sms: the device's SM count.
+//   where the fixed block stays. Causal, with its items in twos (v9; eighth session): 1.06 at
+//   512, 1.11-1.12 at 1024, 1.12-1.14 at 2048 against 0.84-1.02; from 4096 fixed ahead
+//   (1.035-1.039 against 0.968-0.969 at 4096 with turns). Before the turns (seventh session)
+//   persist led non-causal only up to 2048 and was within 0.02 of fixed beyond. sms: the
+//   device's SM count.
 extern "C" int
 gp_attn_flash_wgmma_schedule(const gp_attn_params *p, int sms)
 {

@@ -186,7 +186,7 @@ def test_the_lookahead_variants_skip_head_dim_128(name):
     import types
 
     case = types.SimpleNamespace(shape=(1, 2, 512, 128), dtype="bfloat16", torch=None)
-    r = grid.run_one("gp_" + name, case, True, 0.1)
+    [r] = grid.run_case(["gp_" + name], case, True, 0.1, 1)
     assert r["status"] == "skipped: head_dim 128" and r["schedule"] == name
     assert "skipped" in grid.table_rows(grid.add_ratios([r]))[0][5]
     assert grid.HEAD_DIMS == {"gp_persist_lookahead": (64,), "gp_persist_lookahead_chained": (64,)}
