@@ -4,8 +4,8 @@ _C._attention_wgmma_schedule with the SM count given. The shapes are issue 27's 
 (132 SMs, as an H200) and the rule's edges; the recorded grids are checked against their
 measurements."""
 
+import csv
 import heapq
-import json
 import os
 import statistics
 
@@ -157,7 +157,27 @@ def test_the_wave_rule_is_its_model(sms):
     assert checked > 100
 
 
-RESULTS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results")
+# The readings of the grids below, one row per schedule run on one shape (grid, run, shape, causal,
+# dtype, schedule, out, ratio to cuDNN, clock against cuDNN's, device, SM count, date): taken once
+# from the grid files of bench_attention_grid.py that docs/results/ kept until issue 45 (git
+# history has them, with their configs).
+FIXTURE = os.path.join(os.path.dirname(__file__), "..", "data", "attention_grid_h100.csv")
+
+
+def _fixture(grid):
+    """The fixture's rows of one grid, in the order they were recorded, with numbers parsed."""
+    with open(FIXTURE, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["grid"] == grid]
+    assert rows, f"no readings of grid {grid!r} in {FIXTURE}"
+    for r in rows:
+        r["run"], r["sms"] = int(r["run"]), int(r["sms"])
+        r["shape"] = tuple(int(n) for n in r["shape"].split("x"))
+        r["causal"] = r["causal"] == "1"
+        r["ratio"] = float(r["ratio"])
+        r["clock_vs_cudnn"] = float(r["clock_vs_cudnn"]) if r["clock_vs_cudnn"] else None
+    return rows
+
+
 # One H100 SXM (132 SMs), 2026-11-26 and 27: each grid's forced schedules, and its gp column as a
 # reading of the schedule that column ran (the rule of that hour, named in the row). The kernels
 # changed between the grids (chained items, causal items grouped by L2 and each item from the
@@ -165,49 +185,29 @@ RESULTS = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "results")
 # on every grid at the head_dims whose kernels still behave as measured: head_dim 64 on all of
 # them, head_dim 128 only on the grids since its persistent block stopped chaining (seventh
 # session), since chained it lost to the fixed block from N = 2048 and unchained it wins there.
-COLUMNS = {"gp_fixed": "fixed", "gp_persist": "persist", "gp_bm128": "bm128",
-           "gp_persist_bm128": "persist_bm128", "gp_persist_lookahead": LA,
-           "gp_persist_lookahead_chained": LAC}
-# The whole grid under both rules, twice in one call, after the O store's guard went (seventh
-# session): more readings of the schedule the rule picks.
-RULE_NOGUARD = ("attention_grid_rule_noguard_h100_2026-11-26.json",
-                "attention_grid_rule_noguard_h100_run2_2026-11-26.json")
-GRIDS = {64: "attention_grid_d64_items_h100_2026-11-26.json",
-         "quick": "attention_grid_quick_items_h100_2026-11-26.json",
-         # the same after O went out through shared memory where items are short (sixth
-         # session): every schedule with the way of storing O that the rule gives it
-         "64 out": "attention_grid_d64_out_h100_2026-11-26.json",
-         # the same after the O store's guard went (seventh session), with the two runs of the
-         # whole grid under both rules as more readings of the schedule the rule picks
-         "64 noguard": ("attention_grid_d64_noguard_h100_2026-11-26.json",) + RULE_NOGUARD,
-         # head_dim 128 after its persistent block stopped chaining (seventh session): fixed and
-         # persist forced, twice in one call, and the whole grid under the rule after it
-         "128 unchained": ("attention_grid_d128_unchained_h100_2026-11-26.json",
-                           "attention_grid_d128_unchained_h100_run2_2026-11-26.json",
-                           "attention_grid_rule_unchained_h100_2026-11-26.json"),
-         # causal head_dim 128 after causal items went out in twos (eighth session): fixed and
-         # persist forced, then the whole grid under the rule twice, in one call
-         "128 twos": ("attention_grid_d128_twos_h100_2026-11-26.json",
-                      "attention_grid_rule_twos_h100_2026-11-26.json",
-                      "attention_grid_rule_twos_h100_run2_2026-11-26.json"),
-         # head_dim 64 with causal items in twos (ninth session): persist_bm128 forced beside the
-         # rule of the eighth session (persist_lookahead, or persist where 192-row items fill
-         # the waves better), twice in one call
-         "64 twos": ("attention_grid_d64_bm128_twos_h100_2026-11-26.json",
-                     "attention_grid_d64_bm128_twos_h100_run2_2026-11-26.json"),
-         # head_dim 64 with persist_lookahead chained (tenth session): both forms forced beside
-         # the rule that runs the chained one up to N = 2048, twice in one call
-         "64 lachain": ("attention_grid_d64_lachain_h100_2026-11-26.json",
-                        "attention_grid_d64_lachain_h100_run2_2026-11-26.json"),
-         # head_dim 128 with both blocks taking turns (eleventh session): persist and fixed
-         # forced beside the rule that runs persist without causal up to N = 8192, in two calls,
-         # each timing three rounds in rotated order (the ratios paired by round)
-         "128 turns": ("attention_grid_d128_turns_h100_2026-11-27.json",
-                       "attention_grid_d128_turns_h100_run2_2026-11-27.json")}
+# The fixture's grids (the grid column), in the order of the kernels' changes:
+# - "64": head_dim 64, persist, persist_lookahead and bm128 forced; "quick": the --quick shapes,
+#   persist and persist_lookahead forced (fifth session, each item from the producer);
+# - "64 out": the same after O went out through shared memory where items are short (sixth
+#   session): every schedule with the way of storing O that the rule gives it;
+# - "64 noguard": the same after the O store's guard went (seventh session), then two runs of the
+#   whole grid under both rules, as more readings of the schedule the rule picks;
+# - "128 unchained": head_dim 128 after its persistent block stopped chaining (seventh session):
+#   fixed and persist forced, twice in one call, and the whole grid under the rule after it;
+# - "128 twos": causal head_dim 128 after causal items went out in twos (eighth session): fixed
+#   and persist forced, then the whole grid under the rule twice, in one call;
+# - "64 twos": head_dim 64 with causal items in twos (ninth session): persist_bm128 forced beside
+#   the rule of the eighth session (persist_lookahead, or persist where 192-row items fill the
+#   waves better), twice in one call;
+# - "64 lachain": head_dim 64 with persist_lookahead chained (tenth session): both forms forced
+#   beside the rule that runs the chained one up to N = 2048, twice in one call;
+# - "128 turns": head_dim 128 with both blocks taking turns (eleventh session): persist and fixed
+#   forced beside the rule that runs persist without causal up to N = 8192, in two calls, each
+#   timing three rounds in rotated order (the ratios paired by round).
 # Causal head_dim 64 up to N = 512 runs persist_bm128 since its items went out in twos (ninth
 # session); the grids before the twos measured it with its items in another order, or not at
 # all, so there the rule is checked on "64 twos" only.
-BEFORE_TWOS = {64, "quick", "64 out", "64 noguard"}
+BEFORE_TWOS = {"64", "quick", "64 out", "64 noguard"}
 # The rule's persist_lookahead_chained (tenth session) was measured on "64 lachain" only: on the
 # grids before it, the shapes where the rule picks it are left out.
 BEFORE_LACHAIN = BEFORE_TWOS | {"64 twos"}
@@ -223,24 +223,18 @@ BEFORE_TURNS = {"128 unchained", "128 twos"}
 UNSETTLED = {"128 turns": {((1, 16, 16384, 128), False)}}
 
 
-def readings(names, head_dim, combine=max):
-    """{(shape, causal, dtype): {schedule: ratio to cuDNN}} of a recorded grid (a file name), or
-    of the first of several grids with the readings of the others on the same shapes, at one
-    head_dim; where a schedule ran more than once, its readings combined (the better one, or
-    their mean). At head_dim 128 bm128 is the fixed kernel and persist_bm128 the persist one, so
-    each pair is one schedule measured twice."""
+def readings(grid, head_dim, combine=max):
+    """{(shape, causal, dtype): {schedule: ratio to cuDNN}} of a recorded grid: its first run,
+    with the readings of its later runs on the same shapes, at one head_dim; where a schedule ran
+    more than once, its readings combined (the better one, or their mean). At head_dim 128 bm128
+    is the fixed kernel and persist_bm128 the persist one, so each pair is one schedule measured
+    twice."""
     shapes = {}
-    for i, file in enumerate((names,) if isinstance(names, str) else names):
-        with open(os.path.join(RESULTS, file)) as f:
-            grid = json.load(f)
-        assert grid["config"]["device"]["sm_count"] == SMS
-        assert grid["config"]["device"]["name"].startswith("NVIDIA H100")
-        for r in grid["results"]:
-            name = r["schedule"] if r["impl"] == "gp" else COLUMNS.get(r["impl"])
-            key = (tuple(r["shape"]), r["causal"], r["dtype"])
-            if (name is not None and r["status"] == "ok" and r["shape"][3] == head_dim
-                    and (i == 0 or key in shapes)):
-                shapes.setdefault(key, {}).setdefault(name, []).append(r["vs_cudnn"])
+    for r in _fixture(grid):
+        assert r["sms"] == SMS and r["device"].startswith("NVIDIA H100")
+        key = (r["shape"], r["causal"], r["dtype"])
+        if r["shape"][3] == head_dim and (r["run"] == 0 or key in shapes):
+            shapes.setdefault(key, {}).setdefault(r["schedule"], []).append(r["ratio"])
     for (shape, _, _), ratios in shapes.items():
         if shape[3] == 128:
             for a, b in (("fixed", "bm128"), ("persist", "persist_bm128")):
@@ -256,31 +250,18 @@ MEAN_GRIDS = {"128 unchained", "128 twos", "64 twos", "64 lachain", "128 turns"}
 
 
 @pytest.mark.parametrize("grid, head_dim, count", [
-    (64, 64, 14), ("quick", 64, 5), ("64 out", 64, 14), ("64 noguard", 64, 14),
+    ("64", 64, 14), ("quick", 64, 5), ("64 out", 64, 14), ("64 noguard", 64, 14),
     ("128 unchained", 128, 22), ("128 twos", 128, 14), ("64 twos", 64, 16),
     ("64 lachain", 64, 28), ("128 turns", 128, 26)])
 def test_the_rule_is_within_002_of_the_best_on_the_recorded_grids(grid, head_dim, count):
-    """docs/results/attention_grid_d64_items_h100_2026-11-26.json (head_dim 64: persist,
-    persist_lookahead, bm128 forced), attention_grid_quick_items_h100_2026-11-26.json (the
-    --quick shapes, persist and persist_lookahead forced), attention_grid_d64_out_h100_2026-11-26.json
-    (the same schedules after O went out through shared memory where items are short),
-    attention_grid_d64_noguard_h100_2026-11-26.json (the same after the O store's guard went,
-    with the rule's two runs of the whole grid), and attention_grid_d128_unchained_h100_2026-11-26.json
-    with its run2 (head_dim 128: fixed and persist forced after the persistent block stopped
-    chaining, with the rule's run of the whole grid; the mean of each schedule's readings), and
-    attention_grid_d128_twos_h100_2026-11-26.json with the rule's two runs of the whole grid
-    (causal head_dim 128 with its items in twos; the mean), and attention_grid_d64_bm128_twos_h100_2026-11-26.json
-    with its run2 (head_dim 64, persist_bm128 forced beside the rule of the eighth session; the
-    mean), and attention_grid_d64_lachain_h100_2026-11-26.json with its run2 (head_dim 64,
-    persist_lookahead chained and not, forced beside the tenth session's rule; the mean), and
-    attention_grid_d128_turns_h100_2026-11-27.json with its run2 (head_dim 128 with turns, persist
-    and fixed forced beside today's rule; the mean): on every shape and
+    """The fixture's grids (above; the mean of each schedule's readings where it ran twice in
+    one call, MEAN_GRIDS, else the better one): on every shape and
     dtype the schedule the rule picks read within 0.02 of the best one measured (causal head_dim
     64 up to N = 512 on the grids since the twos only, BEFORE_TWOS; the shapes where it picks
     persist_lookahead_chained on the tenth session's grid and after only, BEFORE_LACHAIN; at head_dim
     128 without causal beyond N = 2048 on the grids with turns only, BEFORE_TURNS, but N = 16384,
     UNSETTLED)."""
-    shapes = readings(GRIDS[grid], head_dim, statistics.mean if grid in MEAN_GRIDS else max)
+    shapes = readings(grid, head_dim, statistics.mean if grid in MEAN_GRIDS else max)
     if grid in BEFORE_TWOS:
         shapes = {key: ratios for key, ratios in shapes.items()
                   if not (key[1] and key[0][2] <= 512)}
@@ -303,13 +284,10 @@ def test_the_rule_is_within_002_of_the_best_on_the_recorded_grids(grid, head_dim
 # forced out each way, in the same run, twice in two calls (H100, 132 SMs, 2026-11-26, seventh
 # session, after the O store's guard went); and head_dim 128 again, once, after its persistent
 # block stopped chaining.
-OUT_GRIDS = {"noguard": ("attention_grid_out_noguard_h100_2026-11-26.json",
-                         "attention_grid_out_noguard_h100_run2_2026-11-26.json"),
-             "128 unchained": ("attention_grid_d128_out_unchained_h100_2026-11-26.json",),
-             # the causal cases, twice in one call, after causal items went out in twos (eighth
-             # session)
-             "twos": ("attention_grid_out_twos_h100_2026-11-26.json",
-                      "attention_grid_out_twos_h100_run2_2026-11-26.json")}
+# The fixture's grids "out noguard" (two calls), "out 128 unchained" (one) and "out twos" (the
+# causal cases, twice in one call, after causal items went out in twos, eighth session): how many
+# runs each has.
+OUT_GRIDS = {"noguard": 2, "128 unchained": 1, "twos": 2}
 # Beyond N = 2048 persist_lookahead's two ways differ by at most 0.027 in the mean of the causal
 # twos runs, either way, less than a way's own spread between the runs (0.06 at (2, 32, 8192, 64)
 # fp16 from registers): there the rule is held to 0.03.
@@ -322,24 +300,19 @@ def out(shape, causal, name):
 
 @pytest.mark.parametrize("grid, count", [("noguard", 56), ("128 unchained", 28), ("twos", 28)])
 def test_the_out_rule_is_within_002_of_the_better_way_on_the_recorded_grids(grid, count):
-    """docs/results/attention_grid_out_noguard_h100_2026-11-26.json and its run2,
-    attention_grid_d128_out_unchained_h100_2026-11-26.json, and attention_grid_out_twos_h100_2026-11-26.json
-    with its run2 (the causal cases with items in twos): on every shape and dtype, the way the
+    """The fixture's "out" grids, each way of storing O forced beside the other on every shape
+    (the twos grid: the causal cases with items in twos): on every shape and dtype, the way the
     rule picks read (the mean of the runs) within 0.02 of the better way where every reading ran
     at cuDNN's SM clock (within 5 %), within 0.05 where not (and in the twos runs within 0.03
     beyond N = 2048, LONG)."""
     shapes = {}
-    for name in OUT_GRIDS[grid]:
-        with open(os.path.join(RESULTS, name)) as f:
-            data = json.load(f)
-        assert data["config"]["device"]["sm_count"] == SMS
-        for r in data["results"]:
-            if r["impl"] in ("gp_out_smem", "gp_out_regs"):
-                shapes.setdefault((tuple(r["shape"]), r["causal"], r["dtype"]), []).append(r)
+    for r in _fixture("out " + grid):
+        assert r["sms"] == SMS
+        shapes.setdefault((r["shape"], r["causal"], r["dtype"]), []).append(r)
     assert len(shapes) == count
     for (shape, causal, dtype), rows in sorted(shapes.items()):
-        assert len(rows) == 2 * len(OUT_GRIDS[grid]) and len({r["schedule"] for r in rows}) == 1
-        ratios = {way: statistics.mean(r["vs_cudnn"] for r in rows if r["out"] == way)
+        assert len(rows) == 2 * OUT_GRIDS[grid] and len({r["schedule"] for r in rows}) == 1
+        ratios = {way: statistics.mean(r["ratio"] for r in rows if r["out"] == way)
                   for way in ("smem", "regs")}
         same_clock = all(abs(r["clock_vs_cudnn"] - 1) <= 0.05 for r in rows)
         picked = out(shape, causal, rows[0]["schedule"])
