@@ -1,7 +1,9 @@
 """The layout rules of docs/architecture.md, checked from the sources (no build needed):
 no include cycle between C units, no import cycle between Python modules, no C wing including
-another, no source file over MAX_LINES lines without a written reason (OVERSIZED), and a
-docs/results/ folder that matches its index and the docs.
+another, no source file over MAX_LINES lines without a written reason (OVERSIZED), a small
+docs/results/ folder that matches its index and the docs, short design notes, and docs that name
+no branch or commit a clone of main cannot reach (issue 45: main holds what runs and today's
+numbers; the lab record lives in git history and commit messages).
 
 A C unit is a .c file with its header (csrc/regions/regions.c and .h are one unit), so
 activity.c including attribution.h while attribution.c includes activity.h is a cycle. Python
@@ -12,6 +14,10 @@ counts every import, also those inside functions: a lazy import still ties two m
 import ast
 import pathlib
 import re
+import shutil
+import subprocess
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 MAX_LINES = 600
@@ -194,33 +200,109 @@ def test_c_never_imports_gpuprofile_by_name():
     assert [str(p.relative_to(ROOT)) for p in _c_files() if pattern.search(p.read_text())] == []
 
 
+MAX_RESULTS = 30  # files under docs/results/, its index aside (issue 45)
+MAX_NOTES_LINES = 150  # a kernel family's NOTES.md: what runs, why, today's numbers
+
+
+def _doc_pages():
+    """The docs a reader of the repository sees: README, CHANGELOG, docs/ (history included) and
+    the kernels' notes; the raw results' own index is part of docs/."""
+    return [ROOT / "README.md", ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md")),
+            *sorted((ROOT / "kernels").rglob("*.md"))]
+
+
 def test_results_folder_matches_its_index_and_the_docs():
-    """docs/results/ keeps one file per measurement a doc cites (issue 24): its README indexes
-    every entry, and every entry is named in a doc other than the index (a rerun replaces the
-    file it repeats; git history keeps the older one)."""
+    """docs/results/ keeps one file per measurement a doc cites as today's result (issues 24 and
+    45): its README indexes every entry, every entry is named in a doc other than the index (a
+    rerun replaces the file it repeats; git history keeps the older one), and the folder holds
+    at most MAX_RESULTS files. The sdist leaves the folder out (MANIFEST.in)."""
     results = ROOT / "docs" / "results"
+    if not results.is_dir():
+        pytest.skip("no docs/results/ (an unpacked sdist)")
+    files = [p for p in results.rglob("*") if p.is_file() and p.name != "README.md"]
+    assert len(files) <= MAX_RESULTS, f"{len(files)} files in docs/results/: keep today's results only"
     entries = {p.name for p in results.iterdir() if p.name != "README.md"}
     index = (results / "README.md").read_text()
     first_cells = [line.split("|")[1] for line in index.splitlines() if line.startswith("| `")]
     indexed = {name.rstrip("/") for cell in first_cells for name in re.findall(r"`([^`]+)`", cell)}
     assert indexed - entries == set(), "the index names files that are gone"
     assert entries - indexed == set(), "index these in docs/results/README.md"
-    docs = "\n".join(
-        p.read_text() for p in [*(ROOT / "docs").glob("*.md"), *(ROOT / "kernels").rglob("*.md")]
-    )
+    docs = "\n".join(p.read_text() for p in _doc_pages() if results not in p.parents)
     assert {name for name in entries if name not in docs} == set(), "no doc names these"
 
 
+def _slug(heading):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(page):
+    return {_slug(h) for h in re.findall(r"^#+ (.+)$", page.read_text(encoding="utf-8"), re.M)}
+
+
 def test_relative_links_in_the_docs_point_at_files():
-    """Every relative link in README.md, docs/ and the kernels' notes names a file that exists
-    (an anchor after # is not checked); absolute URLs are left alone."""
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-             *sorted((ROOT / "kernels").rglob("*.md"))]
+    """Every relative link in README.md, CHANGELOG.md, docs/ and the kernels' notes names a file
+    that exists, and an anchor after # a heading of that page (or of the same page: "#..." );
+    absolute URLs are left alone. Links into docs/results/ are not checked where the folder is
+    absent (an unpacked sdist)."""
+    results = ROOT / "docs" / "results"
     broken = []
-    for page in pages:
+    for page in _doc_pages():
         for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
-            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):
                 continue
-            if not (page.parent / target.split("#")[0]).exists():
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                if not results.is_dir() and results in file.parents:
+                    continue
                 broken.append(f"{page.relative_to(ROOT)}: {target}")
+            elif anchor and file.suffix == ".md" and anchor not in _anchors(file):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
     assert broken == []
+
+
+def test_kernel_notes_stay_short():
+    """A kernel family's NOTES.md says what runs, why, and today's numbers with their dates; the
+    rounds of work that led there go to docs/history/ and commit messages (issue 45)."""
+    long = {str(p.relative_to(ROOT)): n for p in (ROOT / "kernels").rglob("NOTES.md")
+            if (n := len(p.read_text().splitlines())) > MAX_NOTES_LINES}
+    assert long == {}
+
+
+# The experiment branches of issue 27 (never pushed with main): a doc naming one sends its reader
+# to code a clone of main does not have. Main holds what runs; an experiment's story is told in
+# words (docs/history/) and in commit messages, and a result worth keeping is tagged.
+BRANCH_NAME = re.compile(r"\battn-[a-z0-9][a-z0-9-]*")
+HASH_LIKE = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+
+
+def test_docs_name_no_experiment_branch():
+    found = {f"{p.relative_to(ROOT)}: {m}" for p in _doc_pages()
+             for m in BRANCH_NAME.findall(p.read_text(encoding="utf-8"))}
+    assert found == set()
+
+
+def test_hash_finder_on_a_sample():
+    text = "merged in 790ce37 (main), abc1234def, 1024, deadbeef, cafe123, sm_90a, 0x1f2e3d4c5"
+    assert HASH_LIKE.findall(text) == ["790ce37", "abc1234def", "cafe123"]
+
+
+def test_docs_name_only_commits_main_can_reach():
+    """Every commit-hash-looking token in the docs (7 to 40 hex digits, with a letter and a digit)
+    resolves to a commit of this repository. Checked only inside a git checkout with its history
+    (an sdist has none; a shallow clone may lack old commits)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout (an unpacked sdist)")
+    git = ["git", "-C", str(ROOT)]
+    if subprocess.run([*git, "rev-parse", "--is-shallow-repository"], capture_output=True,
+                      text=True).stdout.strip() != "false":
+        pytest.skip("a shallow clone: old commits are not here to check")
+    tokens = {(str(p.relative_to(ROOT)), t) for p in _doc_pages()
+              for t in HASH_LIKE.findall(p.read_text(encoding="utf-8"))}
+    names = sorted({t for _, t in tokens})
+    answer = subprocess.run([*git, "cat-file", "--batch-check"], capture_output=True, text=True,
+                            input="".join(f"{t}^{{commit}}\n" for t in names), check=True).stdout
+    missing = {line.split()[0].removesuffix("^{commit}") for line in answer.splitlines()
+               if line.endswith(" missing") or line.endswith(" ambiguous")}
+    assert sorted(f"{page}: {t}" for page, t in tokens if t in missing) == []

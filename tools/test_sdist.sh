@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # `make test-sdist` (CI runs it): the source release as a user gets it (issue 25).
 #   1. python -m build --sdist, and the tarball compared with `git ls-files`: every tracked file
-#      is in it (MANIFEST.in), and nothing untracked (a stray build product, a file not added).
+#      is in it (MANIFEST.in) but the raw results in docs/results/ (pruned: measurements, not
+#      sources), and nothing untracked (a stray build product, a file not added).
 #   2. A wheel built from that sdist alone (pip wheel, no cache, no kernel cache: the kernels are
 #      compiled from the tarball's sources) and installed with its test extra into a fresh venv.
 #   3. The sdist's own test suite against that installed copy, from the tarball unpacked into
@@ -39,14 +40,18 @@ echo "sdist: $SDIST ($(du -k "$SDIST" | cut -f1) kB, $((SECONDS - start)) s)"
 
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
     tar -tzf "$SDIST" | cut -d/ -f2- | grep -v -e '/$' -e '^$' | sort >"$OUT/in_sdist.txt"
-    git ls-files | while read -r f; do [ -e "$f" ] && echo "$f"; done | sort >"$OUT/in_git.txt"
+    # docs/results/ is left out of the sdist (MANIFEST.in): not expected, and refused if there
+    git ls-files | grep -v '^docs/results/' | while read -r f; do [ -e "$f" ] && echo "$f"; done |
+        sort >"$OUT/in_git.txt"
     missing=$(comm -23 "$OUT/in_git.txt" "$OUT/in_sdist.txt")
     # written by setuptools into every sdist
     extra=$(comm -13 "$OUT/in_git.txt" "$OUT/in_sdist.txt" |
             grep -v -x -e PKG-INFO -e setup.cfg -e 'gpuprofile\.egg-info/.*' || true)
+    results=$(grep '^docs/results/' "$OUT/in_sdist.txt" || true)
+    [ -z "$results" ] || fail "docs/results/ is in the sdist (MANIFEST.in prunes it):"$'\n'"$results"
     [ -z "$missing" ] || fail "tracked files missing from the sdist (MANIFEST.in):"$'\n'"$missing"
     [ -z "$extra" ] || fail "files in the sdist that git does not track (add or remove them):"$'\n'"$extra"
-    echo "sdist contents: the $(wc -l <"$OUT/in_git.txt") tracked files, nothing else"
+    echo "sdist contents: the $(wc -l <"$OUT/in_git.txt") tracked files outside docs/results/, nothing else"
 fi
 
 start=$SECONDS
