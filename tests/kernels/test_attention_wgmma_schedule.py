@@ -1,5 +1,5 @@
 """flash_wgmma's schedule per shape (gp_attn_flash_wgmma_schedule, kernels/attention/NOTES.md,
-"Schedule per shape"): the rule is pure, so it is checked here without a device, through
+"flash_wgmma's schedules and the rule that picks one"): the rule is pure, so it is checked here without a device, through
 _C._attention_wgmma_schedule with the SM count given. The shapes are issue 27's grid on an H100
 (132 SMs, as an H200) and the rule's edges; the recorded grids are checked against their
 measurements."""
@@ -218,8 +218,7 @@ BEFORE_TURNS = {"128 unchained", "128 twos"}
 # On "128 turns" at N = 16384 without causal, persist read ahead of the fixed block that the rule
 # keeps there (fp16 1.024 against 0.998, bf16 1.045 against 1.030, the means), but within the
 # spread of a long shape on a throttling GPU (the fixed block's fp16 readings 0.968-1.021), and
-# without a reading on an H200: left out until both devices measured it (NOTES.md, "Turns at
-# head_dim 128").
+# without a reading on an H200: left out until both devices measured it (NOTES.md, "Open").
 UNSETTLED = {"128 turns": {((1, 16, 16384, 128), False)}}
 
 
