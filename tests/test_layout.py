@@ -273,14 +273,23 @@ def test_kernel_notes_stay_short():
 # The experiment branches of issue 27 (never pushed with main): a doc naming one sends its reader
 # to code a clone of main does not have. Main holds what runs; an experiment's story is told in
 # words (docs/history/) and in commit messages, and a result worth keeping is tagged.
-BRANCH_NAME = re.compile(r"\battn-[a-z0-9][a-z0-9-]*")
+BRANCH_NAMES = [re.compile(p) for p in (
+    r"\battn-[a-z0-9][a-z0-9-]*",  # attn-half, attn-l2, attn-lazy-rescale, ... (19 of them)
+    r"\bbranch(?:es)? `[^`]+`",  # "branch `name`": any branch named as code
+)]
 HASH_LIKE = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
 
 
 def test_docs_name_no_experiment_branch():
-    found = {f"{p.relative_to(ROOT)}: {m}" for p in _doc_pages()
-             for m in BRANCH_NAME.findall(p.read_text(encoding="utf-8"))}
+    found = {f"{p.relative_to(ROOT)}: {m}" for p in _doc_pages() for pattern in BRANCH_NAMES
+             for m in pattern.findall(p.read_text(encoding="utf-8"))}
     assert found == set()
+
+
+def test_branch_patterns_on_a_sample():
+    text = "measured on branch `attn-l2` (attn-lazy-rescale); a branch on a value; main's branch"
+    found = [m for pattern in BRANCH_NAMES for m in pattern.findall(text)]
+    assert found == ["attn-l2", "attn-lazy-rescale", "branch `attn-l2`"]
 
 
 def test_hash_finder_on_a_sample():
