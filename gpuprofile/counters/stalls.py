@@ -22,6 +22,7 @@ from .. import _C
 from .._format import Label, html_table, text_table
 from .._tables import Tabular
 from . import catalog as _catalog
+from .kernel_filter import match
 
 _REASON = re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+?)(_not_issued)?$")
 
@@ -81,10 +82,10 @@ class StallReport(Tabular):
                        f"totals: {self.totals}; notes: {self.notes})")
 
     def select(self, pattern: str) -> StallReport:
-        """The kernels whose names match the regular expression `pattern` (re.search); CUPTI's
-        totals stay those of the whole run. What `gpuprofile stalls --kernel REGEX` shows."""
-        regex = re.compile(pattern)
-        kept = [k for k in self.kernels if regex.search(k.name)]
+        """The kernels `pattern` matches (kernel_filter.py: as ncu's -k regex:, in the full and
+        the short names); CUPTI's totals stay those of the whole run. What `gpuprofile stalls
+        --kernel PATTERN` shows."""
+        kept = [self.kernels[i] for i in match(pattern, [k.name for k in self.kernels])]
         note = f"kernels matching {pattern!r}: {len(kept)} of {len(self.kernels)}"
         return StallReport(kept, dict(self.totals), self.period, [*self.notes, note])
 
