@@ -10,6 +10,7 @@ from gpuprofile.counters.metric_sets import DRAM_READ, DURATION, SM_SOL
 from gpuprofile.counters.ncu import (
     AGREEMENT_METRICS,
     compare,
+    find_ncu,
     ncu_command,
     parse_ncu_csv,
     relative_difference,
@@ -106,6 +107,28 @@ def test_compare_rows_and_verdicts():
         compare(ours[:1], theirs)
 
 
+def test_small_percentages_agree_within_half_a_point():
+    theirs = [{"values": {SM_SOL: 1.2, "dram__throughput.avg.pct_of_peak_sustained_elapsed": 40.0}}]
+    ours = [{"name": "k", "values": {SM_SOL: 1.6,
+                                     "dram__throughput.avg.pct_of_peak_sustained_elapsed": 41.6}}]
+    rows = compare(ours, theirs, metrics=(SM_SOL, "dram__throughput.avg.pct_of_peak_sustained_elapsed"))
+    assert [r["ok"] for r in rows] == [True, False]  # 0.4 points of 1.2 %; 4 % of 40 %
+    ours[0]["values"][SM_SOL] = 1.8
+    assert not compare(ours, theirs, metrics=(SM_SOL,))[0]["ok"]
+
+
 def test_the_agreement_set_is_the_sol_set_and_the_byte_counters():
     assert AGREEMENT_METRICS[0] == DURATION and len(AGREEMENT_METRICS) == len(set(AGREEMENT_METRICS))
     assert {DRAM_READ, "dram__bytes_write.sum", "lts__t_bytes.sum", SM_SOL} <= set(AGREEMENT_METRICS)
+
+
+def test_find_ncu_looks_on_path_then_in_cuda_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    (tmp_path / "bin").mkdir()
+    ncu = tmp_path / "bin" / "ncu"
+    ncu.write_text("#!/bin/sh\n")
+    ncu.chmod(0o755)
+    assert find_ncu() == str(ncu)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    assert find_ncu() == str(ncu)
