@@ -59,6 +59,7 @@ static _Thread_local struct {
  * and the first flush failure, raised by the next _launch_log_take (a callback cannot raise). */
 static int flush_on;
 static gp_read_params flush_params;
+static int flush_device; /* the buffer's device: a launch on another one is not flushed */
 static cudaError_t flush_err;
 static const char *flush_call;
 
@@ -92,6 +93,14 @@ static cudaError_t
 flush_l2(const char **call)
 {
     cudaError_t err;
+    int device;
+    *call = "cudaGetDevice (before the L2 flush)";
+    if ((err = cudaGetDevice(&device)) != cudaSuccess)
+        return err;
+    /* the buffer lives on flush_device: read from another device it would fault */
+    *call = "the L2 flush (a kernel launched on another device than the profiled one)";
+    if (device != flush_device)
+        return cudaErrorInvalidDevice;
     *call = "cudaDeviceSynchronize (before the L2 flush)";
     if ((err = cudaDeviceSynchronize()) != cudaSuccess)
         return err;
@@ -271,6 +280,7 @@ prepare_flush(void)
     if (blocks < 0)
         return -1;
     flush_params = (gp_read_params){ptr, bytes, (uint32_t *)(ptr + bytes), blocks};
+    flush_device = device;
     return 0;
 error:
     return -1;
@@ -303,7 +313,9 @@ l2_flush(PyObject *module, PyObject *unused)
     if (prepare_flush() < 0)
         return NULL;
     Py_BEGIN_ALLOW_THREADS
+    tls.flushing = 1; /* not one of the user's launches: the log leaves it out */
     err = flush_l2(&call);
+    tls.flushing = 0;
     Py_END_ALLOW_THREADS
     if (err != cudaSuccess)
         return gp_set_cuda_error(err, call, __FILE__, __LINE__);

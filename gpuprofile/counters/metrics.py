@@ -333,8 +333,10 @@ def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels,
         if per == "call":
             kernels_room = 1
         else:
-            kernels_room = max_kernels or (max(len(warm), 1) if warm is not None
-                                           else DEFAULT_MAX_KERNELS)
+            # without a warm-up count, the default holds DEFAULT_MAX_KERNELS ranges in all (each
+            # ~1 MB of host memory for a SOL-sized set), flushes' included
+            kernels_room = max_kernels or (max(len(warm), 1) if warm is not None else
+                                           DEFAULT_MAX_KERNELS // (2 if flush_kernels else 1))
         capacity = kernels_room * (2 if flush_kernels else 1)  # ranges: a flush's own as well
         rp = _C.RangeProfiler(plan.config, plan.names, range="user" if per == "call" else "auto",
                               replay="user", max_ranges=capacity)

@@ -212,6 +212,8 @@ def test_without_warmup_the_default_capacity_is_used(fake):
     assert fake.made[0].max_ranges == counters.DEFAULT_MAX_KERNELS
     gp.metrics(two_kernels, fake, metrics=[DRAM], warmup=False, max_kernels=5)
     assert fake.made[1].max_ranges == 2 * 5  # each kernel and the flush before it
+    gp.metrics(two_kernels, fake, metrics=[DRAM], warmup=False)  # the same memory in all
+    assert fake.made[2].max_ranges == counters.DEFAULT_MAX_KERNELS
 
 
 def test_fn_raising_in_pass_two_closes_everything(fake):
@@ -397,3 +399,13 @@ def test_sample_orchestration(monkeypatch):
     assert s.info["dropped_before_start"] == 1
     with pytest.raises(ValueError, match="one-pass"):
         gp.sample(lambda: None, metrics=["sm__throughput.avg.pct_of_peak_sustained_elapsed"])
+
+
+@pytest.mark.skipif(gp.device_count() > 0, reason="checks the no-device behaviour")
+def test_the_c_flush_entry_points_refuse_cleanly_without_a_device():
+    with pytest.raises(gp.GpuProfileError, match="needs the launch log on"):
+        _C._launch_log_flush(True)
+    assert _C._launch_log_flush(False) is None
+    with pytest.raises(gp.NoDeviceError):
+        _C._l2_flush()
+    assert _C._L2_FLUSH_KERNEL == "gp_l2_flush_kernel"
