@@ -213,8 +213,7 @@ class MetricsResult(Tabular):
         if SM_SOL in self.total and MEMORY_SOL in self.total:
             lines.append(f"bound: {self.bound()}")
         lines += [f"note: {n}" for n in self.notes]
-        return [piece for line in lines for piece in textwrap.wrap(
-            line, TERMINAL_WIDTH, subsequent_indent="  ", break_on_hyphens=False) or [""]]
+        return terminal_lines(lines)
 
     def _tables(self) -> list:
         """[(title, headers, rows)]: the total (or the one range), then one section per kernel,
@@ -254,6 +253,12 @@ class MetricsResult(Tabular):
         tables = "".join(html_table(headers, rows, title=title) if headers else
                          f"<div>{html.escape(title)}</div>" for title, headers, rows in self._tables())
         return f"<div>{head}{bars}{tables}</div>"
+
+
+def terminal_lines(lines: list, width: int = TERMINAL_WIDTH) -> list:
+    """`lines` cut at spaces to at most `width` characters, continuations indented by two."""
+    return [piece for line in lines for piece in textwrap.wrap(
+        line, width, subsequent_indent="  ", break_on_hyphens=False) or [""]]
 
 
 def _short_metric(name: str) -> str:

@@ -23,6 +23,7 @@ from .._format import Label, html_table, text_table
 from .._tables import Tabular
 from . import catalog as _catalog
 from .kernel_filter import match
+from .result import TERMINAL_WIDTH, terminal_lines
 
 _REASON = re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+?)(_not_issued)?$")
 
@@ -98,21 +99,21 @@ class StallReport(Tabular):
         kernel never stalled on is missing from its row: NaN in pandas, empty in CSV)."""
         return [{"kernel": k.name, "samples": k.samples, **k.counts} for k in self.kernels]
 
-    def _rows(self):
-        rows = []
-        for k in self.kernels:
-            top = ", ".join(f"{r} {s * 100:.1f} %" for r, s in k.top(3))
-            rows.append([Label(k.name), k.samples, top])
-        return rows
+    def _rows(self, name_width=None):
+        tops = [", ".join(f"{r} {s * 100:.1f} %" for r, s in k.top(3)) for k in self.kernels]
+        if name_width is None:  # what a terminal's width leaves for the name, within 24..60
+            rest = max([len(t) for t in tops] + [17]) + max([len(str(k.samples)) for k in self.kernels] + [7])
+            name_width = max(24, min(60, TERMINAL_WIDTH - rest - 4))
+        return [[Label(k.name, name_width), k.samples, top] for k, top in zip(self.kernels, tops, strict=True)]
 
     def __str__(self) -> str:
-        head = "gpuprofile stalls (PC sampling)" + "".join(f"\nnote: {n}" for n in self.notes)
-        return head + "\n" + text_table(["kernel", "samples", "top stall reasons"], self._rows())
+        head = terminal_lines(["gpuprofile stalls (PC sampling)", *(f"note: {n}" for n in self.notes)])
+        return "\n".join(head) + "\n" + text_table(["kernel", "samples", "top stall reasons"], self._rows())
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        return html_table(["kernel", "samples", "top stall reasons"], self._rows(),
+        return html_table(["kernel", "samples", "top stall reasons"], self._rows(60),
                           title="gpuprofile stalls (PC sampling)")
 
 

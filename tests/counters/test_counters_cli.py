@@ -177,3 +177,17 @@ def test_stalls_kernel_filter_uses_the_same_matcher(capsys, tmp_path):
     args = build_parser().parse_args(["stalls", "--kernel", "gemm", "x.py"])
     assert _report("gpuprofile stalls", lambda: report, args) == 1
     assert "  nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT" in capsys.readouterr().err
+
+
+def test_stall_report_fits_a_terminal():
+    long = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<int>>(cutlass::gemm::"
+            "kernel::GemmUniversal<int>::Params)")
+    kernels = [KernelStalls(long, 123456, {"math_pipe_throttle": 50000, "branch_resolving": 40000,
+                                           "short_scoreboard": 33456}, {}),
+               KernelStalls("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT_with_more_suffix", 10,
+                            {"wait": 10}, {})]
+    lines = str(StallReport(kernels, {"total_samples": 123466}, 6, ["a note " * 30])).splitlines()
+    assert max(len(line) for line in lines) == 120 and lines[2].startswith("  note a note")
+    assert lines[5].startswith("cutlass::device_kernel<…>  ") and lines[6].startswith("…2_h_bz_coopA")
+    short = str(StallReport(kernels[1:], {}, 6, [])).splitlines()
+    assert short[3].startswith("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT_with_more_suffix  ")
