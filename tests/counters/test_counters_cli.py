@@ -2,6 +2,7 @@
 the no-device error (exit 1), the script runner they share, and --kernel's selection on
 fabricated results."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -191,3 +192,20 @@ def test_stall_report_fits_a_terminal():
     assert lines[5].startswith("cutlass::device_kernel<…>  ") and lines[6].startswith("…2_h_bz_coopA")
     short = str(StallReport(kernels[1:], {}, 6, [])).splitlines()
     assert short[3].startswith("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT_with_more_suffix  ")
+
+
+@pytest.mark.parametrize("argv, expected", [([], "all"), (["--cache-control", "none"], "none")])
+def test_cache_control_reaches_metrics(monkeypatch, capsys, script, argv, expected):
+    from gpuprofile.counters import metrics as counters
+
+    seen = {}
+
+    def fake_metrics(fn, **kwargs):
+        seen.update(kwargs)
+        return dataclasses.replace(three_kernels(), cache_control=kwargs["cache_control"])
+
+    monkeypatch.setattr(counters, "metrics", fake_metrics)
+    assert main(["metrics", *argv, script]) == 0
+    assert seen["cache_control"] == expected and seen["metrics"] == "sol"
+    state = {"all": "caches: L2 flushed before each kernel", "none": "caches: not flushed"}
+    assert state[expected] in capsys.readouterr().out
