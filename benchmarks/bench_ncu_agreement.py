@@ -41,6 +41,7 @@ from gpuprofile.counters.ncu import (
     ncu_command,
     parse_ncu_csv,
 )
+from gpuprofile.counters.result import CACHE_CONTROL
 
 NVTX_RANGE = "measure"
 
@@ -111,20 +112,18 @@ CASES = {
     "sequence": ("torch linear, gelu, linear, softmax", "torch", op_sequence),
     "copy": ("gpuprofile copy workload, 1 GiB", None, copy),
 }
-CACHE_CONTROLS = ("all", "none")
-
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--case", action="append", choices=sorted(CASES), dest="cases",
                    help="a case to run (repeatable; default: all)")
-    p.add_argument("--cache-control", action="append", choices=CACHE_CONTROLS, dest="caches",
+    p.add_argument("--cache-control", action="append", choices=CACHE_CONTROL, dest="caches",
                    help="a cache_control to compare (repeatable; default: all and none)")
     p.add_argument("--output", default=None, metavar="PATH", help="write the rows as JSON")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.cases = args.cases or list(CASES)
-    args.caches = args.caches or list(CACHE_CONTROLS)
+    args.caches = args.caches or list(CACHE_CONTROL)
     return args
 
 

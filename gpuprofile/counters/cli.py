@@ -45,7 +45,7 @@ exit status as for `gpuprofile metrics`.
 
 def add_parsers(sub, formatter) -> None:
     from .metric_sets import SETS
-    from .metrics import CACHE_CONTROL
+    from .result import CACHE_CONTROL
 
     p = sub.add_parser("metrics", help="hardware counters of a script's kernels (like ncu --set)",
                        description="Run a Python script under gpuprofile.metrics() and print its "

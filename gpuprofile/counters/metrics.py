@@ -38,7 +38,7 @@ from .. import _C
 from .._progress import progress
 from . import catalog as _catalog
 from .metric_sets import DURATION, expand, sets_in
-from .result import MetricsResult, build
+from .result import CACHE_CONTROL, MetricsResult, build
 
 log = logging.getLogger("gpuprofile")
 
@@ -51,15 +51,6 @@ DEFAULT_MAX_KERNELS = 256
 
 # CUPTI's own kernel launched around user-replay ranges; never the user's.
 _CUPTI_INTERNAL = ("WaitNs",)
-
-# cache_control values, as ncu's --cache-control: what each does before a counted kernel or pass.
-CACHE_CONTROL = {
-    "all": "L2 flushed before each counted kernel and pass (ncu --cache-control all)",
-    "none": "caches as the work before left them (ncu --cache-control none)",
-}
-# gpuprofile never locks clocks; the one policy, stated in every result.
-CLOCK_CONTROL = "none"
-
 
 def _check_cache_control(value) -> str:
     if value not in CACHE_CONTROL:
@@ -449,6 +440,8 @@ def _region_finish(st: _Open) -> MetricsResult:
     if not st.rp.stop():
         raise _C.GpuProfileError("CUPTI wants another pass, but a region runs once")
     dropped = st.rp.decode()
+    if dropped and st.cache_control == "all" and not st.user_range:
+        dropped = -(-dropped // 2)  # ranges: each kernel's and its flush's
     if dropped:
         raise _C.GpuProfileError(
             f"region {st.name!r} launched more than {REGION_MAX_KERNELS} kernels ({dropped} not "

@@ -30,8 +30,8 @@ TOLERANCE = 0.03  # relative, every metric but the duration (within the run-to-r
 # extra microsecond of a short kernel moves it.
 PERCENT_FLOOR = 0.5
 
-# ncu's replay mode for each cache_control (see the module docstring).
-_REPLAY = {"all": "kernel", "none": "application"}
+# ncu's replay mode for each cache_control (result.CACHE_CONTROL; see the module docstring).
+REPLAY = {"all": "kernel", "none": "application"}
 
 # ncu prints values in scaled units unless --print-units base; both are read back to base units.
 _SCALE = {
@@ -61,10 +61,10 @@ def ncu_command(metrics, cache_control: str, argv: list, nvtx_range: str | None 
     """The ncu argv that collects `metrics` from `argv` (a program and its arguments) in the
     state gpuprofile.metrics(cache_control=...) measures, as CSV on stdout. With nvtx_range,
     only the kernels inside that NVTX push/pop range are profiled."""
-    if cache_control not in _REPLAY:
-        raise ValueError(f"cache_control must be one of {sorted(_REPLAY)}, got {cache_control!r}")
+    if cache_control not in REPLAY:
+        raise ValueError(f"cache_control must be one of {sorted(REPLAY)}, got {cache_control!r}")
     cmd = ["ncu", "--clock-control", "none", "--cache-control", cache_control, "--replay-mode",
-           _REPLAY[cache_control], "--metrics", ",".join(metrics), "--csv", "--print-units",
+           REPLAY[cache_control], "--metrics", ",".join(metrics), "--csv", "--print-units",
            "base"]
     if nvtx_range is not None:
         cmd += ["--nvtx", "--nvtx-include", f"{nvtx_range}/"]

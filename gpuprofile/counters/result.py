@@ -31,8 +31,12 @@ _MAX_KERNEL_SECTIONS = 30  # kernels printed; the rest is named in a last line
 _METRIC_WIDTH = 84  # metric names longer than this (none of CUPTI's today) are cut with …
 _NAME_WIDTH = 40
 
-# What each cache_control means, in the words the result prints (the options are
-# gpuprofile.counters.metrics.CACHE_CONTROL).
+# cache_control, as Nsight Compute's --cache-control: "all" flushes L2 before each counted
+# kernel or pass (ncu's default), "none" leaves the caches as the work before left them.
+CACHE_CONTROL = ("all", "none")
+# gpuprofile never locks clocks: ncu's --clock-control none, the one policy, in every result.
+CLOCK_CONTROL = "none"
+# What each cache_control did, by range mode, in the words the result prints.
 _CACHE_WORDS = {
     ("all", "auto"): "L2 flushed before each kernel",
     ("all", "user"): "L2 flushed before each pass",
@@ -89,7 +93,7 @@ class MetricsResult(Tabular):
     notes: list = field(default_factory=list)
     counter_data_bytes: int = 0
     cache_control: str = "all"  # as ncu's --cache-control: "all" (flushed) or "none"
-    clock_control: str = "none"  # as ncu's --clock-control: gpuprofile never locks clocks
+    clock_control: str = CLOCK_CONTROL  # as ncu's --clock-control: gpuprofile never locks clocks
 
     def state(self) -> str:
         """Which cache and clock state the numbers describe, as one line."""

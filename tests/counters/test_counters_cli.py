@@ -14,8 +14,7 @@ from gpuprofile.cli import build_parser, main
 from gpuprofile.counters import catalog as _catalog
 from gpuprofile.counters.cli import ScriptFailed, _report, metric_spec, script_callable
 from gpuprofile.counters.metric_sets import DURATION, SETS, SM_SOL
-from gpuprofile.counters.metrics import CACHE_CONTROL
-from gpuprofile.counters.result import build
+from gpuprofile.counters.result import CACHE_CONTROL, build
 from gpuprofile.counters.stalls import KernelStalls, StallReport
 
 SOL = list(SETS["sol"].metrics)

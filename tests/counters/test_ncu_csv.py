@@ -9,12 +9,14 @@ import pytest
 from gpuprofile.counters.metric_sets import DRAM_READ, DURATION, SM_SOL
 from gpuprofile.counters.ncu import (
     AGREEMENT_METRICS,
+    REPLAY,
     compare,
     find_ncu,
     ncu_command,
     parse_ncu_csv,
     relative_difference,
 )
+from gpuprofile.counters.result import CACHE_CONTROL
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",'
           '"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",'
@@ -115,6 +117,10 @@ def test_small_percentages_agree_within_half_a_point():
     assert [r["ok"] for r in rows] == [True, False]  # 0.4 points of 1.2 %; 4 % of 40 %
     ours[0]["values"][SM_SOL] = 1.8
     assert not compare(ours, theirs, metrics=(SM_SOL,))[0]["ok"]
+
+
+def test_every_cache_control_has_its_ncu_replay_mode():
+    assert tuple(REPLAY) == CACHE_CONTROL
 
 
 def test_the_agreement_set_is_the_sol_set_and_the_byte_counters():
