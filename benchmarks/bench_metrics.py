@@ -82,7 +82,10 @@ def run_ncu(ncu: str, kind: str) -> dict:
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     if out.returncode != 0:
         raise RuntimeError(f"ncu failed ({out.returncode}): {out.stderr[-2000:]}")
-    return parse_ncu_csv(out.stdout)[0]["values"]
+    try:
+        return parse_ncu_csv(out.stdout)[0]["values"]
+    except (ValueError, IndexError) as e:
+        raise RuntimeError(f"no kernel in ncu's output ({e}): {out.stdout[-2000:]}") from e
 
 
 def agrees(ours: float, theirs: float) -> bool:
