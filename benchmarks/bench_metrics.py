@@ -3,25 +3,23 @@
     python benchmarks/bench_metrics.py --output bench_metrics.json [--skip-ncu]
 
 1. Offline: CUPTI host init, validation and config-image time for the named sets (no GPU work).
-2. SOL values of gpuprofile.metrics() against `ncu --clock-control none --print-units base
-   --metrics <same names>` on the same calibration kernel, each in its own process.
+2. SOL values of gpuprofile.metrics() (L2 flushed, its default) against `ncu --clock-control none
+   --cache-control all --print-units base --metrics <same names>` on the same calibration
+   kernel, each in its own process (bench_ncu_agreement.py compares kernels of every kind).
 3. Cost: metrics(per="call") with the SOL set, a region with a one-pass set (user range), a
    region with the SOL set (kernel replay), and the per-kernel cost of kernel replay; each
    against passes x the plain run time. One-time setup is reported separately.
 4. Cost of PC sampling and PM sampling on 20 copies.
 
 Prints a table last and writes JSON. Needs a GPU; ncu is looked up on PATH, then in
-/usr/local/cuda/bin.
+CUDA_HOME/bin and /usr/local/cuda/bin.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -31,6 +29,7 @@ import gpuprofile as gp
 from gpuprofile import _C
 from gpuprofile.counters import catalog as _catalog
 from gpuprofile.counters.metric_sets import DRAM_READ, DRAM_SOL, DURATION, MEMORY_SOL, SETS, SM_SOL
+from gpuprofile.counters.ncu import find_ncu, parse_ncu_csv
 
 SOL_NAMES = [DURATION, SM_SOL, MEMORY_SOL, DRAM_SOL]
 KERNELS = {"copy": "gp_copy_kernel", "ffma": "gp_ffma_kernel", "chase": "gp_chase_kernel",
@@ -76,32 +75,17 @@ def ncu_target(kind: str) -> None:
     _C._synchronize()
 
 
-def find_ncu():
-    return shutil.which("ncu") or next(
-        (p for p in ("/usr/local/cuda/bin/ncu",) if os.path.exists(p)), None)
-
-
-def parse_ncu_csv(text: str) -> dict:
-    """{metric name: value} from `ncu --csv --print-units base` output (first profiled kernel)."""
-    start = text.find('"ID"')
-    if start < 0:
-        raise RuntimeError(f"no CSV in ncu output:\n{text[-2000:]}")
-    values = {}
-    for row in csv.DictReader(io.StringIO(text[start:])):
-        name, value = row.get("Metric Name"), row.get("Metric Value", "")
-        if name and name not in values:
-            values[name] = float(value.replace(",", "")) if value not in ("", "n/a") else float("nan")
-    return values
-
-
 def run_ncu(ncu: str, kind: str) -> dict:
-    cmd = [ncu, "--clock-control", "none", "--print-units", "base", "--csv", "--metrics",
+    cmd = [ncu, "--clock-control", "none", "--cache-control", "all", "--print-units", "base", "--csv", "--metrics",
            ",".join(SOL_NAMES), "--kernel-name", f"regex:{KERNELS[kind]}", "--launch-skip", "1",
            "--launch-count", "1", sys.executable, os.path.abspath(__file__), "--ncu-target", kind]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
     if out.returncode != 0:
         raise RuntimeError(f"ncu failed ({out.returncode}): {out.stderr[-2000:]}")
-    return parse_ncu_csv(out.stdout)
+    try:
+        return parse_ncu_csv(out.stdout)[0]["values"]
+    except (ValueError, IndexError) as e:
+        raise RuntimeError(f"no kernel in ncu's output ({e}): {out.stdout[-2000:]}") from e
 
 
 def agrees(ours: float, theirs: float) -> bool:

@@ -1,27 +1,15 @@
-/* _bench_read and the L2 flush buffer: the read workload over device memory that
- * gpuprofile/kernels/__init__.py wraps in an owning Python object (DeviceBuffer) and the
- * benchmark flushes L2 with. */
+/* _bench_read: the read workload over device memory that gpuprofile/kernels/__init__.py wraps in
+ * an owning Python object (DeviceBuffer). The L2 flush buffer it shares with the benchmark and
+ * the counters is in the core (core/l2_flush.c). */
 #include "devbuf.h"
 #include "harness/bench_kernels.h"
 #include "core/device.h"
+#include "core/l2_flush.h"
 #include "core/errors.h"
 #include "core/events.h"
 #include "core/streams.h"
 
 #include <stdint.h>
-
-/* Enough resident threads to saturate DRAM: 8 blocks of 256 threads per SM (2048 per SM). */
-#define GP_READ_BLOCKS_PER_SM 8
-
-int
-gp_read_blocks(int device)
-{
-    int sms = 0;
-    GP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    return sms * GP_READ_BLOCKS_PER_SM;
-error:
-    return -1;
-}
 
 static int
 parse_pointer(PyObject *obj, const char *what, void **out)
@@ -80,44 +68,18 @@ static PyMethodDef devbuf_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-/* The L2 flush buffer of each device: 2x the L2, allocated on first use and kept for the life of
- * the process (allocating it per benchmark cost nvbench up to 1.2 s per run, nvbench#100). The
- * sink word after it is where the read kernel would write (it never does: the buffer is zero). */
-static struct {
-    char *ptr;
-    size_t bytes;
-} flush_buf[GP_MAX_DEVICES];
-
 int
 gp_l2_flush_buffer(int device, gp_read_params *out)
 {
-    if (flush_buf[device].ptr == NULL) {
-        int l2 = 0;
-        GP_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
-        const size_t mib = (size_t)1 << 20;
-        size_t bytes = 2 * (size_t)(l2 > 0 ? l2 : 1);
-        bytes = (bytes + mib - 1) / mib * mib;
-        char *ptr = NULL;
-        cudaError_t err;
-        GP_CUDA_CHECK(cudaMalloc((void **)&ptr, bytes + 256));
-        Py_BEGIN_ALLOW_THREADS
-        err = cudaMemset(ptr, 0, bytes + 256);
-        Py_END_ALLOW_THREADS
-        if (err != cudaSuccess) {
-            (void)cudaFree(ptr);
-            gp_set_cuda_error(err, "cudaMemset(L2 flush buffer)", __FILE__, __LINE__);
-            return -1;
-        }
-        flush_buf[device].ptr = ptr;
-        flush_buf[device].bytes = bytes;
-    }
-    out->buffer = flush_buf[device].ptr;
-    out->bytes = flush_buf[device].bytes;
-    out->sink = (uint32_t *)(flush_buf[device].ptr + flush_buf[device].bytes);
+    char *ptr;
+    size_t bytes;
+    if (gp_l2_flush_area(device, &ptr, &bytes) < 0)
+        return -1;
+    out->buffer = ptr;
+    out->bytes = bytes;
+    out->sink = (uint32_t *)(ptr + bytes);
     out->blocks = gp_read_blocks(device);
     return out->blocks < 0 ? -1 : 0;
-error:
-    return -1;
 }
 
 int

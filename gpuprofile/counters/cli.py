@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import sys
 
 from .._cli_common import error, unwritable, write_csv, write_json
@@ -18,13 +17,17 @@ examples:
   gpuprofile metrics train.py --epochs 1                     # speed of light of every kernel
   gpuprofile metrics --set roofline --kernel flash --json m.json bench.py
   gpuprofile metrics --metrics dram__bytes_read.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed app.py
+  gpuprofile metrics --cache-control none --kernel "regex:^nvjet_" train.py   # warm caches, cuBLAS only
 
 gpuprofile's options come before the script; everything after it goes to the script. A set that
 needs N passes runs the whole script N times (plus one warm-up run): each run must launch the
-same kernels on the same data, as under `ncu --replay-mode application`. Every kernel is
-profiled; --kernel picks the ones shown and written (re.search on the full kernel name), and the
-total is recombined over them. Exit status: 0 measured; 1 no device, counters not permitted,
-CUPTI busy, runs that launched different kernels, or the script failed (its status when it exited
+same kernels on the same data, as under `ncu --replay-mode application`. Caches are flushed
+before each kernel (--cache-control all, as ncu's default); clocks are not locked (as ncu
+--clock-control none). Every kernel is profiled; --kernel picks the ones shown and written (a
+regular expression or plain text searched in the full and the short demangled names, as ncu's
+-k regex:), and the total is recombined over them. Exit status: 0 measured; 1 no device,
+counters not permitted, CUPTI busy, runs that launched different kernels, --kernel matched no
+kernel (the kernels there were are listed), or the script failed (its status when it exited
 non-zero); 2 bad arguments, unknown metric names, or more passes or kernels than --max-passes or
 --max-kernels allow.
 """
@@ -35,13 +38,14 @@ examples:
   gpuprofile stalls --kernel "flash_fwd" --json stalls.json bench.py
 
 The script runs once under CUPTI PC sampling; each kernel's warp-stall reasons are printed
-(largest first), with source lines where the kernels were built with -lineinfo. Exit status as
-for `gpuprofile metrics`.
+(largest first), with source lines where the kernels were built with -lineinfo. --kernel and the
+exit status as for `gpuprofile metrics`.
 """
 
 
 def add_parsers(sub, formatter) -> None:
     from .metric_sets import SETS
+    from .result import CACHE_CONTROL
 
     p = sub.add_parser("metrics", help="hardware counters of a script's kernels (like ncu --set)",
                        description="Run a Python script under gpuprofile.metrics() and print its "
@@ -59,6 +63,9 @@ def add_parsers(sub, formatter) -> None:
     p.add_argument("--max-kernels", type=int, default=None, metavar="N",
                    help="kernels per run to make room for (default: as many as the warm-up run "
                         "launched)")
+    p.add_argument("--cache-control", choices=sorted(CACHE_CONTROL), default="all",
+                   help="all: flush L2 before each kernel and pass, outside the counted range (as "
+                        "ncu's default); none: caches as the script left them")
     _common(p)
     p.set_defaults(func=metrics_main)
 
@@ -73,8 +80,9 @@ def add_parsers(sub, formatter) -> None:
 
 
 def _common(p) -> None:
-    p.add_argument("--kernel", default=None, metavar="REGEX",
-                   help="show only kernels whose name matches REGEX (re.search)")
+    p.add_argument("--kernel", default=None, metavar="PATTERN",
+                   help="show only the kernels PATTERN matches: a regular expression (ncu's "
+                        "regex: prefix allowed) or text, in the full or the short name")
     p.add_argument("--json", default=None, metavar="PATH", help="write the result's to_dict() as JSON")
     p.add_argument("--csv", default=None, metavar="PATH",
                    help="write the printed table as CSV (the result's to_csv())")
@@ -110,10 +118,12 @@ def check_args(args, prog: str) -> str | None:
     if not os.path.isfile(args.script):
         return f"no such script: {args.script}"
     if args.kernel is not None:
+        from .kernel_filter import compile_pattern
+
         try:
-            re.compile(args.kernel)
-        except re.error as e:
-            return f"--kernel {args.kernel!r} is not a regular expression: {e}"
+            compile_pattern(args.kernel)
+        except ValueError as e:
+            return f"--kernel: {e}"
     return None
 
 
@@ -147,7 +157,8 @@ def metrics_main(args) -> int:
 
     def collect():
         return metrics(script_callable(args.script, args.args, prog), metrics=spec, per=args.per,
-                       max_passes=args.max_passes, max_kernels=args.max_kernels)
+                       max_passes=args.max_passes, max_kernels=args.max_kernels,
+                       cache_control=args.cache_control)
 
     return _report(prog, collect, args)
 
@@ -185,7 +196,12 @@ def _report(prog: str, collect, args) -> int:
         hint = " (on this command line: --max-kernels N)" if "max_kernels=" in str(e) else ""
         return error(prog, f"{e}{hint}", 2)
     if args.kernel is not None:
-        result = result.select(args.kernel)
+        selected = result.select(args.kernel)
+        if not selected.kernels:
+            from .kernel_filter import no_match_message
+
+            return error(prog, no_match_message(args.kernel, [k.name for k in result.kernels]), 1)
+        result = selected
     print(result)
     if args.json:
         if write_json(prog, args.json, result.to_dict()):

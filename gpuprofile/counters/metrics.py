@@ -13,6 +13,17 @@ A region with metrics cannot be re-run, so a one-pass set is collected directly 
 range around the block, and a multi-pass set through kernel replay: CUPTI replays each kernel
 in the block N times, saving and restoring its memory (exact, but ~16 ms per kernel on H100:
 fine for a few kernels, not for hundreds). The cost is in the result.
+
+Cache and clock state, as Nsight Compute's --cache-control and --clock-control: with
+cache_control="all" (the default, as ncu's) L2 is flushed before each counted kernel (per-kernel
+ranges) or before each pass (one range for the call, a region with a one-pass set), always
+outside the counted range: the device is idle, the flush reads twice the L2 (the buffer
+gpuprofile.benchmark flushes with), the device is idle again, then the range opens or the
+kernel launches. L1 and the texture cache are not flushed separately: they are invalidated for
+global data at every kernel boundary, so each kernel starts with them cold either way. With
+"none" the caches hold what ran before (earlier kernels of fn, the previous pass), as the
+program would see them. Clocks are never locked (ncu's --clock-control none): the counters
+describe the clocks the GPU chose. Every result records both (cache_control, clock_control).
 """
 
 from __future__ import annotations
@@ -27,7 +38,7 @@ from .. import _C
 from .._progress import progress
 from . import catalog as _catalog
 from .metric_sets import DURATION, expand, sets_in
-from .result import MetricsResult, build
+from .result import CACHE_CONTROL, MetricsResult, build
 
 log = logging.getLogger("gpuprofile")
 
@@ -40,6 +51,33 @@ DEFAULT_MAX_KERNELS = 256
 
 # CUPTI's own kernel launched around user-replay ranges; never the user's.
 _CUPTI_INTERNAL = ("WaitNs",)
+
+def _check_cache_control(value) -> str:
+    if value not in CACHE_CONTROL:
+        raise ValueError(f"cache_control must be one of {sorted(CACHE_CONTROL)}, got {value!r}")
+    return value
+
+
+def _is_flush(name: str) -> bool:
+    return name.startswith(_C._L2_FLUSH_KERNEL)
+
+
+def _count(names: list) -> int:
+    """Kernels launched, the L2 flushes gpuprofile launched before them left out."""
+    return sum(not _is_flush(n) for n in names)
+
+
+def _drop_flushes(ranges: list, names: list | None) -> tuple:
+    """(ranges, names) without the L2 flushes launched before each kernel: each flush is logged
+    under _C._L2_FLUSH_KERNEL and has an auto range of its own, never inside a kernel's range."""
+    if names is None or len(names) != len(ranges):
+        raise _C.GpuProfileError(
+            "cache_control='all' flushes L2 before each kernel and needs the launch log to tell "
+            "the flushes' ranges from the kernels' "
+            f"({'no log' if names is None else f'{len(names)} launches for {len(ranges)} ranges'}"
+            "): use cache_control='none', or per='call'")
+    kept = [i for i, n in enumerate(names) if not _is_flush(n)]
+    return [ranges[i] for i in kept], [names[i] for i in kept]
 
 
 @dataclass
@@ -140,7 +178,7 @@ def _annotate(exc: BaseException, errors: list) -> None:
 
 def metrics(fn, *args, metrics="sol", per: str = "kernel", max_passes: int | None = None,
             setup=None, warmup: bool = True, max_kernels: int | None = None,
-            **kwargs) -> MetricsResult:
+            cache_control: str = "all", **kwargs) -> MetricsResult:
     """Hardware counters of fn(*args, **kwargs).
 
     metrics: a set name ("sol", "roofline", "occupancy", "tensor", "memory", "stalls"; see
@@ -153,6 +191,9 @@ def metrics(fn, *args, metrics="sol", per: str = "kernel", max_passes: int | Non
     warmup: run fn once before profiling (compilation, autotuning, caches) and count its
         kernels to size the counter data.
     max_kernels: kernels per pass to make room for (per="kernel"); default: the warm-up count.
+    cache_control: "all" (flush L2 before each counted kernel and each pass, outside the counted
+        range, as ncu's default) or "none" (no flush). Clocks are never locked (ncu's
+        --clock-control none). See the module docstring.
 
     Runs fn `passes` (+1 warm-up) times; see the module docstring for the replay contract.
     """
@@ -162,6 +203,7 @@ def metrics(fn, *args, metrics="sol", per: str = "kernel", max_passes: int | Non
         raise TypeError(f"metrics(setup=...): setup must be callable, got {type(setup).__name__}")
     if per not in ("kernel", "call"):
         raise ValueError(f"per must be 'kernel' or 'call', got {per!r}")
+    _check_cache_control(cache_control)
     for what, v in (("max_passes", max_passes), ("max_kernels", max_kernels)):
         if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
             raise ValueError(f"{what} must be a positive int, got {v!r}")
@@ -178,7 +220,8 @@ def metrics(fn, *args, metrics="sol", per: str = "kernel", max_passes: int | Non
              "s" if plan.passes != 1 else "", " after a warm-up run" if warmup else "")
     # Multi-pass replays of a slow fn take a while: a progress display after a couple of seconds.
     with progress(plan.passes + (1 if warmup else 0), f"gpuprofile.metrics({label}): runs") as bar:
-        return _collect(bar.wrap(fn), args, kwargs, plan, label, per, setup, warmup, max_kernels)
+        return _collect(bar.wrap(fn), args, kwargs, plan, label, per, setup, warmup, max_kernels,
+                        cache_control)
 
 
 def _run(setup, fn, args, kwargs):
@@ -209,12 +252,18 @@ def _without_kernels(setup, fn, args, kwargs) -> str:
             "kernels); time it with gpuprofile.benchmark(fn, bytes=...) for its bandwidth")
 
 
-def _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on):
-    """Runs passes until CUPTI has them all; returns (runs, kernel names of the first pass)."""
+def _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on, flush_pass):
+    """Runs passes until CUPTI has them all; returns (runs, kernel names of the first pass).
+    flush_pass: flush L2 after setup and before the pass starts (outside its range)."""
     first, runs = None, 0
     while True:
         if setup is not None:
             setup()
+            if log_on:  # setup's kernels run outside the pass: not the pass's launches
+                _C._synchronize()
+                _log_take()
+        if flush_pass:
+            _C._l2_flush()
         rp.start()
         if per == "call":
             rp.push(label)
@@ -227,8 +276,8 @@ def _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on):
                 first = launched
             elif launched is not None and len(launched) != len(first):
                 raise _C.GpuProfileError(
-                    f"fn is not replayable: it launched {len(first)} kernels in pass 1 and "
-                    f"{len(launched)} in pass {runs}; make every run launch the same work (pass "
+                    f"fn is not replayable: it launched {_count(first)} kernels in pass 1 and "
+                    f"{_count(launched)} in pass {runs}; make every run launch the same work (pass "
                     f"setup= to restore state between runs)")
         if per == "call":
             rp.pop()
@@ -240,7 +289,8 @@ def _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on):
                                      f"configuration needs")
 
 
-def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels) -> MetricsResult:
+def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels,
+             cache_control) -> MetricsResult:
     notes: list = []
     t0 = time.perf_counter()
     # log_on is True before the start: a Ctrl-C raised just after the C start returns leaves it
@@ -250,7 +300,12 @@ def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels) -> 
         log_on = _log_start(notes)
         warm = None
         if warmup:
-            _run(setup, fn, args, kwargs)
+            if setup is not None:
+                setup()
+                _C._synchronize()
+                if log_on:  # the kernel count sizes the ranges: fn's launches only
+                    _log_take()
+            fn(*args, **kwargs)
             calls += 1
             _C._synchronize()
             warm = _log_take() if log_on else None
@@ -260,22 +315,38 @@ def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels) -> 
             # (2026-11-25, cuptiRangeProfilerStop), so no range is tried: say what fn did instead
             raise ValueError("gpuprofile.metrics: fn launched no kernel, so there is nothing to "
                              "count per kernel; " + _without_kernels(setup, fn, args, kwargs))
+        # per kernel, the flush before each kernel is a launch of its own with its own range
+        flush_kernels = cache_control == "all" and per == "kernel"
+        if flush_kernels and not log_on:
+            raise _C.GpuProfileError(
+                "cache_control='all' per kernel flushes L2 from CUPTI's launch callbacks, which "
+                f"are unavailable ({notes[-1]}): use cache_control='none', or per='call'")
         if per == "call":
-            capacity = 1
+            kernels_room = 1
         else:
-            capacity = max_kernels or (max(len(warm), 1) if warm is not None else DEFAULT_MAX_KERNELS)
+            # without a warm-up count, the default holds DEFAULT_MAX_KERNELS ranges in all (each
+            # ~1 MB of host memory for a SOL-sized set), flushes' included
+            kernels_room = max_kernels or (max(len(warm), 1) if warm is not None else
+                                           DEFAULT_MAX_KERNELS // (2 if flush_kernels else 1))
+        capacity = kernels_room * (2 if flush_kernels else 1)  # ranges: a flush's own as well
         rp = _C.RangeProfiler(plan.config, plan.names, range="user" if per == "call" else "auto",
                               replay="user", max_ranges=capacity)
-        runs, kernel_names = _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on)
+        if flush_kernels:
+            _C._launch_log_flush(True)
+        runs, kernel_names = _pass_loop(rp, fn, args, kwargs, plan, label, per, setup, log_on,
+                                        flush_pass=cache_control == "all" and per == "call")
         calls += runs
         dropped = rp.decode()
         if per == "kernel" and kernel_names and len(kernel_names) > capacity:
             # CUPTI may drop auto ranges beyond its capacity without counting them
             dropped = max(dropped, len(kernel_names) - capacity)
         if dropped:
-            raise ValueError(f"fn launched more kernels than the {capacity} profiled per pass "
-                             f"({dropped} not profiled): pass max_kernels=")
+            dropped = -(-dropped // 2) if flush_kernels else dropped
+            raise ValueError(f"fn launched more kernels than the {kernels_room} profiled per "
+                             f"pass ({dropped} not profiled): pass max_kernels=")
         ranges = rp.evaluate(plan.host)
+        if flush_kernels:
+            ranges, kernel_names = _drop_flushes(ranges, kernel_names)
         counter_bytes = rp.counter_data_bytes
         if per == "kernel" and not ranges:
             raise ValueError("gpuprofile.metrics: fn launched no kernel that CUPTI profiled, so "
@@ -290,7 +361,8 @@ def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels) -> 
     return build(label, per, plan.names, plan.infos, ranges, kernel_names, passes=runs,
                  replay="user", range_mode="user" if per == "call" else "auto", calls=calls,
                  cost_s=time.perf_counter() - t0, setup_s=plan.setup_s, chip=plan.chip,
-                 sets=plan.sets, notes=notes, counter_data_bytes=counter_bytes)
+                 sets=plan.sets, notes=notes, counter_data_bytes=counter_bytes,
+                 cache_control=cache_control)
 
 
 # ---- region(name, metrics=...) ---------------------------------------------------------------
@@ -305,6 +377,7 @@ class _Open:
     user_range: bool
     t0: float
     notes: list
+    cache_control: str
 
 
 _OPEN: dict = {}
@@ -312,26 +385,52 @@ _RESULTS: dict = {}
 _KEEP = 100  # results kept per region name
 
 
+def region_spec(spec) -> tuple:
+    """(metrics, cache_control) of a region's metrics=: a set or metric name, a list of them, or
+    a dict {"metrics": ..., "cache_control": "all" | "none"} (default "all", as metrics())."""
+    if isinstance(spec, dict):
+        unknown = sorted(set(spec) - {"metrics", "cache_control"})
+        if unknown or "metrics" not in spec:
+            raise ValueError("region(metrics={...}) takes the keys 'metrics' (required) and "
+                             f"'cache_control'; got {sorted(spec)}")
+        return spec["metrics"], _check_cache_control(spec.get("cache_control", "all"))
+    return spec, "all"
+
+
 def _region_enter(name, spec, record):
     t0 = time.perf_counter()
     _catalog.require_counters_free(f"region {name!r} with metrics")
+    spec, cache_control = region_spec(spec)
     plan = _plan(spec)
     notes: list = []
     user_range = plan.passes == 1
+    flush = cache_control == "all"
     rp, log_on = None, not user_range  # True before the start, as in _collect
     try:
         if not user_range:
             log_on = _log_start(notes)
+            if flush and not log_on:
+                raise _C.GpuProfileError(
+                    "cache_control='all' flushes L2 before each kernel from CUPTI's launch "
+                    f"callbacks, which are unavailable ({notes[-1]}): pass "
+                    "metrics={'metrics': ..., 'cache_control': 'none'}")
         rp = _C.RangeProfiler(plan.config, plan.names, range="user" if user_range else "auto",
                               replay="user" if user_range else "kernel",
-                              max_ranges=1 if user_range else REGION_MAX_KERNELS)
+                              max_ranges=1 if user_range else REGION_MAX_KERNELS * (2 if flush else 1))
+        if flush and user_range:
+            _C._l2_flush()  # before the range opens: the flush is not counted
+        elif flush:
+            _C._launch_log_flush(True)
+            notes.append("kernel replay: L2 is flushed before each kernel's first replay; CUPTI "
+                         "replays it inside the launch, and later replays see the caches as "
+                         "CUPTI's restore of its memory leaves them")
         rp.start()
         if user_range:
             rp.push(name)
     except BaseException as e:
         _annotate(e, _cleanup(rp, log_on))
         raise
-    _OPEN[record] = _Open(name, plan, rp, log_on, user_range, t0, notes)
+    _OPEN[record] = _Open(name, plan, rp, log_on, user_range, t0, notes, cache_control)
 
 
 def _region_finish(st: _Open) -> MetricsResult:
@@ -341,12 +440,16 @@ def _region_finish(st: _Open) -> MetricsResult:
     if not st.rp.stop():
         raise _C.GpuProfileError("CUPTI wants another pass, but a region runs once")
     dropped = st.rp.decode()
+    if dropped and st.cache_control == "all" and not st.user_range:
+        dropped = -(-dropped // 2)  # ranges: each kernel's and its flush's
     if dropped:
         raise _C.GpuProfileError(
             f"region {st.name!r} launched more than {REGION_MAX_KERNELS} kernels ({dropped} not "
             f"profiled): raise gpuprofile.counters.REGION_MAX_KERNELS")
     ranges = st.rp.evaluate(st.plan.host)
     names = _log_take() if st.log_on else None
+    if st.cache_control == "all" and not st.user_range:
+        ranges, names = _drop_flushes(ranges, names)
     counter_bytes = st.rp.counter_data_bytes
     errors = _cleanup(st.rp, st.log_on)
     st.rp, st.log_on = None, False
@@ -357,7 +460,7 @@ def _region_finish(st: _Open) -> MetricsResult:
                  replay="user" if st.user_range else "kernel",
                  range_mode="user" if st.user_range else "auto", calls=1,
                  cost_s=time.perf_counter() - st.t0, setup_s=p.setup_s, chip=p.chip, sets=p.sets,
-                 notes=st.notes, counter_data_bytes=counter_bytes)
+                 notes=st.notes, counter_data_bytes=counter_bytes, cache_control=st.cache_control)
 
 
 def _region_exit(record):

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import html
 import math
+import textwrap
 from dataclasses import dataclass, field
 
 from .._format import fmt, html_table, short_name, text_table
 from .._tables import Tabular
+from .kernel_filter import match
 from .metric_sets import (
     DRAM_READ,
     DRAM_WRITE,
@@ -22,10 +24,25 @@ from .metric_sets import (
 from .verdicts import Verdict, bound_from_sol, combine, roofline_point
 from .verdicts import aggregation as _aggregation
 
-# Kernel columns shown in tables; to_dict() has them all.
-_MAX_KERNEL_COLUMNS = 6  # kernels per printed table: six 24-character columns fit a terminal
-_MAX_KERNEL_TABLES = 5  # 30 kernels printed; the CSV and to_pandas() have them all
+# The printed form: one section per kernel (as ncu's default page), every line at most
+# TERMINAL_WIDTH characters; to_csv(), to_pandas() and to_dict() keep the wide form, every kernel.
+TERMINAL_WIDTH = 120
+_MAX_KERNEL_SECTIONS = 30  # kernels printed; the rest is named in a last line
+_METRIC_WIDTH = 84  # metric names longer than this (none of CUPTI's today) are cut with …
 _NAME_WIDTH = 40
+
+# cache_control, as Nsight Compute's --cache-control: "all" flushes L2 before each counted
+# kernel or pass (ncu's default), "none" leaves the caches as the work before left them.
+CACHE_CONTROL = ("all", "none")
+# gpuprofile never locks clocks: ncu's --clock-control none, the one policy, in every result.
+CLOCK_CONTROL = "none"
+# What each cache_control did, by range mode, in the words the result prints.
+_CACHE_WORDS = {
+    ("all", "auto"): "L2 flushed before each kernel",
+    ("all", "user"): "L2 flushed before each pass",
+    ("none", "auto"): "not flushed",
+    ("none", "user"): "not flushed",
+}
 
 
 def _short(name: str, width: int = _NAME_WIDTH) -> str:
@@ -75,6 +92,15 @@ class MetricsResult(Tabular):
     sets: list = field(default_factory=list)
     notes: list = field(default_factory=list)
     counter_data_bytes: int = 0
+    cache_control: str = "all"  # as ncu's --cache-control: "all" (flushed) or "none"
+    clock_control: str = CLOCK_CONTROL  # as ncu's --clock-control: gpuprofile never locks clocks
+
+    def state(self) -> str:
+        """Which cache and clock state the numbers describe, as one line."""
+        words = _CACHE_WORDS.get((self.cache_control, self.ranges), self.cache_control)
+        return (f"caches: {words} (cache_control={self.cache_control!r}, as ncu --cache-control "
+                f"{self.cache_control}); clocks: not locked (as ncu --clock-control "
+                f"{self.clock_control})")
 
     # ---- access ------------------------------------------------------------------------------
 
@@ -143,16 +169,13 @@ class MetricsResult(Tabular):
                               ceilings.dram_bytes_per_s)
 
     def select(self, pattern: str) -> MetricsResult:
-        """The kernels whose names match the regular expression `pattern` (re.search), with the
-        total recombined over them; what `gpuprofile metrics --kernel REGEX` shows. Needs
-        per-kernel ranges."""
-        import re
-
+        """The kernels `pattern` matches (kernel_filter.py: a regular expression or text, searched
+        in the full and the short names, as ncu's -k regex:), with the total recombined over
+        them; what `gpuprofile metrics --kernel PATTERN` shows. Needs per-kernel ranges."""
         if self.ranges != "auto":
             raise ValueError("selecting kernels needs per='kernel' ranges; this result has one "
                              "range for the whole call")
-        regex = re.compile(pattern)
-        kept = [k for k in self.kernels if regex.search(k.name)]
+        kept = [self.kernels[i] for i in match(pattern, [k.name for k in self.kernels])]
         durations = [k.values.get(DURATION, 0.0) for k in kept]
         total = {m: combine([k.values[m] for k in kept], durations, self.aggregation[m])
                  for m in self.metrics}
@@ -172,6 +195,7 @@ class MetricsResult(Tabular):
             "cost_s": self.cost_s, "setup_s": self.setup_s, "chip": self.chip,
             "sets": list(self.sets), "notes": list(self.notes),
             "counter_data_bytes": self.counter_data_bytes,
+            "cache_control": self.cache_control, "clock_control": self.clock_control,
             "bound": self.bound().to_dict() if SM_SOL in self.total else None,
         }
 
@@ -189,39 +213,38 @@ class MetricsResult(Tabular):
         what = f"{n} kernel{'s' if n != 1 else ''}" if self.ranges == "auto" else "one range"
         lines = [f"gpuprofile metrics: {self.label} [{self.chip}]: {self.passes} pass"
                  f"{'es' if self.passes != 1 else ''} ({self.replay} replay), {what}, cost "
-                 f"{self.cost_s:.3f} s (+{self.setup_s:.3f} s setup)"]
+                 f"{self.cost_s:.3f} s (+{self.setup_s:.3f} s setup)", self.state()]
         if SM_SOL in self.total and MEMORY_SOL in self.total:
             lines.append(f"bound: {self.bound()}")
         lines += [f"note: {n}" for n in self.notes]
-        return lines
+        return terminal_lines(lines)
 
     def _tables(self) -> list:
-        """[(headers, rows)]: metrics as rows, the total, then the kernels as columns, six to a
-        table (a terminal's width), up to _MAX_KERNEL_TABLES tables; the rest is named in the last
-        header (to_csv() and to_pandas() have every kernel)."""
+        """[(title, headers, rows)]: the total (or the one range), then one section per kernel,
+        metric / unit / value, as ncu's default page: a terminal's width whatever the number of
+        kernels. Up to _MAX_KERNEL_SECTIONS kernels; the last title names the rest (to_csv() and
+        to_pandas() have every kernel, as columns)."""
+        def rows(values):
+            return [[_short_metric(m), self.unit(m), values.get(m, float("nan"))]
+                    for m in self.metrics]
+
         kernels = self.kernels if self.ranges == "auto" else []
-        shown = kernels[:_MAX_KERNEL_COLUMNS * _MAX_KERNEL_TABLES]
-        chunks = [shown[i:i + _MAX_KERNEL_COLUMNS] for i in range(0, len(shown), _MAX_KERNEL_COLUMNS)]
-        tables = []
-        for n, chunk in enumerate(chunks or [[]]):
-            headers = ["metric", "unit"] + (["total"] if n == 0 else [])
-            headers += [f"{k.index}: {_short(k.name, 24)}" if len(kernels) > _MAX_KERNEL_COLUMNS
-                        else _short(k.name, 24) for k in chunk]
-            rows = []
-            for m in self.metrics:
-                row = [m, self.unit(m)] + ([self.total.get(m, float("nan"))] if n == 0 else [])
-                rows.append(row + [k.values.get(m, float("nan")) for k in chunk])
-            tables.append((headers, rows))
-        if len(kernels) > len(shown):
-            headers, rows = tables[-1]
-            headers.append(f"(+{len(kernels) - len(shown)} more: to_csv(), to_pandas())")
-            for row in rows:
-                row.append("")
+        what = (f"total over {len(kernels)} kernels ({', '.join(sorted(set(self.aggregation.values())))})"
+                if kernels else "the one range (exact)")
+        tables = [(what, ["metric", "unit", "value"], rows(self.total))]
+        for k in kernels[:_MAX_KERNEL_SECTIONS]:
+            title = f"[{k.index}] {_short(k.name, TERMINAL_WIDTH - 8 - len(str(k.index)))}"
+            tables.append((title, ["metric", "unit", "value"], rows(k.values)))
+        if len(kernels) > _MAX_KERNEL_SECTIONS:
+            tables.append((f"(+{len(kernels) - _MAX_KERNEL_SECTIONS} more kernels: to_csv(), "
+                           "to_pandas())", [], []))
         return tables
 
     def __str__(self) -> str:
-        return "\n".join(self._header()) + "\n" + "\n\n".join(
-            text_table(headers, rows) for headers, rows in self._tables())
+        parts = ["\n".join(self._header())]
+        for title, headers, rows in self._tables():
+            parts.append(text_table(headers, rows, title=title) if headers else title)
+        return "\n\n".join(parts)
 
     __repr__ = __str__
 
@@ -231,8 +254,19 @@ class MetricsResult(Tabular):
             _sol_bar(m, self.total[m]) for m in self.metrics
             if self.unit(m) == "percent" and m in self.total and "pct_of_peak" in m
         )
-        tables = "".join(html_table(headers, rows) for headers, rows in self._tables())
+        tables = "".join(html_table(headers, rows, title=title) if headers else
+                         f"<div>{html.escape(title)}</div>" for title, headers, rows in self._tables())
         return f"<div>{head}{bars}{tables}</div>"
+
+
+def terminal_lines(lines: list, width: int = TERMINAL_WIDTH) -> list:
+    """`lines` cut at spaces to at most `width` characters, continuations indented by two."""
+    return [piece for line in lines for piece in textwrap.wrap(
+        line, width, subsequent_indent="  ", break_on_hyphens=False) or [""]]
+
+
+def _short_metric(name: str) -> str:
+    return name if len(name) <= _METRIC_WIDTH else name[:_METRIC_WIDTH - 1] + "…"
 
 
 def _sol_bar(metric: str, pct: float) -> str:
@@ -249,7 +283,8 @@ def _sol_bar(metric: str, pct: float) -> str:
 
 
 def build(label, per, names, infos, ranges, kernel_names, *, passes, replay, range_mode, calls,
-          cost_s, setup_s, chip, sets, notes, counter_data_bytes) -> MetricsResult:
+          cost_s, setup_s, chip, sets, notes, counter_data_bytes,
+          cache_control="all") -> MetricsResult:
     """A MetricsResult from evaluated ranges [(range name, values)]. With auto ranges the
     ranges are kernels in launch order, named from `kernel_names` when the counts agree."""
     notes = list(notes)
@@ -274,5 +309,5 @@ def build(label, per, names, infos, ranges, kernel_names, *, passes, replay, ran
         label=label, per=per, metrics=list(names), info=infos, kernels=kernels, total=total,
         aggregation=aggregation, passes=passes, replay=replay, ranges=range_mode, calls=calls,
         cost_s=cost_s, setup_s=setup_s, chip=chip, sets=list(sets), notes=notes,
-        counter_data_bytes=counter_data_bytes,
+        counter_data_bytes=counter_data_bytes, cache_control=cache_control,
     )

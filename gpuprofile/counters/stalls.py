@@ -22,6 +22,8 @@ from .. import _C
 from .._format import Label, html_table, text_table
 from .._tables import Tabular
 from . import catalog as _catalog
+from .kernel_filter import match
+from .result import TERMINAL_WIDTH, terminal_lines
 
 _REASON = re.compile(r"^smsp__pcsamp_warps_issue_stalled_(\w+?)(_not_issued)?$")
 
@@ -81,10 +83,10 @@ class StallReport(Tabular):
                        f"totals: {self.totals}; notes: {self.notes})")
 
     def select(self, pattern: str) -> StallReport:
-        """The kernels whose names match the regular expression `pattern` (re.search); CUPTI's
-        totals stay those of the whole run. What `gpuprofile stalls --kernel REGEX` shows."""
-        regex = re.compile(pattern)
-        kept = [k for k in self.kernels if regex.search(k.name)]
+        """The kernels `pattern` matches (kernel_filter.py: as ncu's -k regex:, in the full and
+        the short names); CUPTI's totals stay those of the whole run. What `gpuprofile stalls
+        --kernel PATTERN` shows."""
+        kept = [self.kernels[i] for i in match(pattern, [k.name for k in self.kernels])]
         note = f"kernels matching {pattern!r}: {len(kept)} of {len(self.kernels)}"
         return StallReport(kept, dict(self.totals), self.period, [*self.notes, note])
 
@@ -97,21 +99,21 @@ class StallReport(Tabular):
         kernel never stalled on is missing from its row: NaN in pandas, empty in CSV)."""
         return [{"kernel": k.name, "samples": k.samples, **k.counts} for k in self.kernels]
 
-    def _rows(self):
-        rows = []
-        for k in self.kernels:
-            top = ", ".join(f"{r} {s * 100:.1f} %" for r, s in k.top(3))
-            rows.append([Label(k.name), k.samples, top])
-        return rows
+    def _rows(self, name_width=None):
+        tops = [", ".join(f"{r} {s * 100:.1f} %" for r, s in k.top(3)) for k in self.kernels]
+        if name_width is None:  # what a terminal's width leaves for the name, within 24..60
+            rest = max([len(t) for t in tops] + [17]) + max([len(str(k.samples)) for k in self.kernels] + [7])
+            name_width = max(24, min(60, TERMINAL_WIDTH - rest - 4))
+        return [[Label(k.name, name_width), k.samples, top] for k, top in zip(self.kernels, tops, strict=True)]
 
     def __str__(self) -> str:
-        head = "gpuprofile stalls (PC sampling)" + "".join(f"\nnote: {n}" for n in self.notes)
-        return head + "\n" + text_table(["kernel", "samples", "top stall reasons"], self._rows())
+        head = terminal_lines(["gpuprofile stalls (PC sampling)", *(f"note: {n}" for n in self.notes)])
+        return "\n".join(head) + "\n" + text_table(["kernel", "samples", "top stall reasons"], self._rows())
 
     __repr__ = __str__
 
     def _repr_html_(self) -> str:
-        return html_table(["kernel", "samples", "top stall reasons"], self._rows(),
+        return html_table(["kernel", "samples", "top stall reasons"], self._rows(60),
                           title="gpuprofile stalls (PC sampling)")
 
 

@@ -2,6 +2,7 @@
 the no-device error (exit 1), the script runner they share, and --kernel's selection on
 fabricated results."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -11,9 +12,9 @@ import pytest
 import gpuprofile as gp
 from gpuprofile.cli import build_parser, main
 from gpuprofile.counters import catalog as _catalog
-from gpuprofile.counters.cli import ScriptFailed, metric_spec, script_callable
+from gpuprofile.counters.cli import ScriptFailed, _report, metric_spec, script_callable
 from gpuprofile.counters.metric_sets import DURATION, SETS, SM_SOL
-from gpuprofile.counters.result import build
+from gpuprofile.counters.result import CACHE_CONTROL, build
 from gpuprofile.counters.stalls import KernelStalls, StallReport
 
 SOL = list(SETS["sol"].metrics)
@@ -37,11 +38,24 @@ def test_options_before_the_script_and_its_arguments_after(script):
     args = build_parser().parse_args(["stalls", "--period", "8", script])
     assert args.period == 8 and args.args == [] and args.kernel is None
     assert metric_spec(build_parser().parse_args(["metrics", script])) == "sol"
+    assert build_parser().parse_args(["metrics", script]).cache_control == "all"  # as ncu
+    args = build_parser().parse_args(["metrics", "--cache-control", "none", script])
+    assert args.cache_control == "none"
+
+
+def test_cache_control_choices_are_the_api_table():
+    with pytest.raises(SystemExit) as info:
+        main(["metrics", "--cache-control", "l2", "x.py"])
+    assert info.value.code == 2
+    action = next(a for a in build_parser()._subparsers._group_actions[0].choices["metrics"]._actions
+                  if a.dest == "cache_control")
+    assert action.choices == sorted(CACHE_CONTROL) == ["all", "none"]
 
 
 @pytest.mark.parametrize("argv, message", [
     (["metrics", "absent.py"], "no such script: absent.py"),
-    (["metrics", "--kernel", "(", "{s}"], "is not a regular expression"),
+    (["metrics", "--kernel", "regex:(", "{s}"], "is not a regular expression"),
+    (["stalls", "--kernel", "regex:", "{s}"], "the kernel pattern is empty"),
     (["metrics", "--per", "call", "--kernel", "x", "{s}"], "--kernel needs --per kernel"),
     (["metrics", "--metrics", " , ", "{s}"], "--metrics is empty"),
     (["metrics", "--max-passes", "0", "{s}"], "--max-passes must be >= 1"),
@@ -132,3 +146,65 @@ def test_stalls_select():
     picked = report.select("gemm")
     assert [k.name for k in picked.kernels] == ["gemm(float*)"] and picked.totals == {"total_samples": 15}
     assert picked.period == 6 and "kernels matching 'gemm': 1 of 2" in str(picked)
+
+
+def report_args(kernel, tmp_path):
+    return build_parser().parse_args(["metrics", "--kernel", kernel, "--json",
+                                      str(tmp_path / "m.json"), "x.py"])
+
+
+def test_kernel_that_matches_nothing_lists_the_kernels_and_exits_1(capsys, tmp_path):
+    assert _report("gpuprofile metrics", three_kernels, report_args("gemm_nt", tmp_path)) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and not (tmp_path / "m.json").exists()
+    assert captured.err.splitlines()[:4] == [
+        "gpuprofile metrics: error: --kernel 'gemm_nt' matched none of the 3 kernels; there were "
+        "(3 distinct names):", "  flash_fwd<…>", "  gemm_tn", "  flash_fwd<…>"]
+
+
+def test_kernel_that_matches_prints_only_those(capsys, tmp_path):
+    assert _report("gpuprofile metrics", three_kernels, report_args("regex:^gemm", tmp_path)) == 0
+    out = capsys.readouterr().out
+    assert "[1] gemm_tn" in out and "flash_fwd" not in out
+    assert json.loads((tmp_path / "m.json").read_text())["kernels"][0]["name"] == "void gemm_tn(float*)"
+
+
+def test_stalls_kernel_filter_uses_the_same_matcher(capsys, tmp_path):
+    kernels = [KernelStalls("void flash_fwd<64>(Params)", 10, {"wait": 10}, {}),
+               KernelStalls("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", 5, {"barrier": 5}, {})]
+    report = StallReport(kernels, {"total_samples": 15}, 6, [])
+    assert [k.name for k in report.select("^flash_fwd$").kernels] == ["void flash_fwd<64>(Params)"]
+    args = build_parser().parse_args(["stalls", "--kernel", "gemm", "x.py"])
+    assert _report("gpuprofile stalls", lambda: report, args) == 1
+    assert "  nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT" in capsys.readouterr().err
+
+
+def test_stall_report_fits_a_terminal():
+    long = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<int>>(cutlass::gemm::"
+            "kernel::GemmUniversal<int>::Params)")
+    kernels = [KernelStalls(long, 123456, {"math_pipe_throttle": 50000, "branch_resolving": 40000,
+                                           "short_scoreboard": 33456}, {}),
+               KernelStalls("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT_with_more_suffix", 10,
+                            {"wait": 10}, {})]
+    lines = str(StallReport(kernels, {"total_samples": 123466}, 6, ["a note " * 30])).splitlines()
+    assert max(len(line) for line in lines) == 120 and lines[2].startswith("  note a note")
+    assert lines[5].startswith("cutlass::device_kernel<…>  ") and lines[6].startswith("…2_h_bz_coopA")
+    short = str(StallReport(kernels[1:], {}, 6, [])).splitlines()
+    assert short[3].startswith("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT_with_more_suffix  ")
+
+
+@pytest.mark.parametrize("argv, expected", [([], "all"), (["--cache-control", "none"], "none")])
+def test_cache_control_reaches_metrics(monkeypatch, capsys, script, argv, expected):
+    from gpuprofile.counters import metrics as counters
+
+    seen = {}
+
+    def fake_metrics(fn, **kwargs):
+        seen.update(kwargs)
+        return dataclasses.replace(three_kernels(), cache_control=kwargs["cache_control"])
+
+    monkeypatch.setattr(counters, "metrics", fake_metrics)
+    assert main(["metrics", *argv, script]) == 0
+    assert seen["cache_control"] == expected and seen["metrics"] == "sol"
+    state = {"all": "caches: L2 flushed before each kernel", "none": "caches: not flushed"}
+    assert state[expected] in capsys.readouterr().out

@@ -23,6 +23,8 @@ class FakeCupti:
         self.profilers = []
         self.log_on = False
         self.log_fails = False
+        self.flush_on = False
+        self.events = []  # "flush" (before a pass), "start", launched names, in order
 
     # launch log
     def log_start(self):
@@ -36,12 +38,23 @@ class FakeCupti:
         return names, True
 
     def log_stop(self):
-        self.log_on = False
+        self.log_on = self.flush_on = False
+
+    def log_flush(self, on):
+        assert self.log_on or not on
+        self.flush_on = bool(on)
+
+    def l2_flush(self):  # _C._l2_flush: outside any pass
+        assert not any(p.started for p in self.profilers)
+        self.events.append("flush")
 
     def launch(self, name):
-        self.launched.append(name)
-        for p in self.profilers:
-            p.kernel(name)
+        names = [_C._L2_FLUSH_KERNEL, name] if self.flush_on else [name]
+        for n in names:  # a flush before each launch is a kernel (and range) of its own
+            self.launched.append(n)
+            self.events.append(n)
+            for p in self.profilers:
+                p.kernel(n)
 
 
 class FakeRangeProfiler:
@@ -66,6 +79,7 @@ class FakeRangeProfiler:
 
     def start(self):
         assert not self.started and not self.closed
+        self.cupti.events.append("start")
         self.started = True
         self.pass_kernels = []
 
@@ -111,6 +125,8 @@ def fake(monkeypatch):
     monkeypatch.setattr(_C, "_launch_log_start", cupti.log_start)
     monkeypatch.setattr(_C, "_launch_log_take", cupti.log_take)
     monkeypatch.setattr(_C, "_launch_log_stop", cupti.log_stop)
+    monkeypatch.setattr(_C, "_launch_log_flush", cupti.log_flush)
+    monkeypatch.setattr(_C, "_l2_flush", cupti.l2_flush)
     monkeypatch.setattr(_C, "_synchronize", lambda: None)
     made = []
 
@@ -136,12 +152,51 @@ def test_per_kernel_runs_warmup_and_every_pass(fake):
     setups = []
     r = gp.metrics(two_kernels, fake, metrics="sol", setup=lambda: setups.append(1))
     p = fake.made[0]
-    assert (p.range, p.replay, p.max_ranges) == ("auto", "user", 2)  # sized by the warm-up
+    # sized by the warm-up: two kernels, each with the L2 flush before it (a range of its own)
+    assert (p.range, p.replay, p.max_ranges) == ("auto", "user", 4)
     assert r.passes == 9 and r.calls == 10 and len(setups) == 10
     assert [k.name for k in r.kernels] == ["copy(float4 const*)", "fma(float*)"]
-    assert r[DURATION] == 3000.0 and r.aggregation[DURATION] == "sum"
-    assert p.closed and not fake.log_on
-    assert r.counter_data_bytes == 2048 and r.ranges == "auto" and r.replay == "user"
+    assert r[DURATION] == 6000.0 and r.aggregation[DURATION] == "sum"  # ranges 1 and 3 kept
+    assert p.closed and not fake.log_on and not fake.flush_on
+    assert r.counter_data_bytes == 4096 and r.ranges == "auto" and r.replay == "user"
+    assert (r.cache_control, r.clock_control) == ("all", "none")
+    # the warm-up runs without flushes; each pass flushes before each kernel
+    warm, first_pass = fake.events[:2], fake.events[2:7]
+    assert warm == ["copy(float4 const*)", "fma(float*)"]
+    assert first_pass == ["start", _C._L2_FLUSH_KERNEL, "copy(float4 const*)", _C._L2_FLUSH_KERNEL,
+                          "fma(float*)"]
+    assert "L2 flushed before each kernel" in str(r) and r.to_dict()["cache_control"] == "all"
+
+
+def test_per_kernel_without_flush(fake):
+    r = gp.metrics(two_kernels, fake, metrics=[DRAM], cache_control="none")
+    assert fake.made[0].max_ranges == 2 and _C._L2_FLUSH_KERNEL not in fake.events
+    assert r.cache_control == "none" and [k.name for k in r.kernels][1] == "fma(float*)"
+    assert r[DURATION] == 3000.0 and "caches: not flushed" in str(r)
+
+
+def test_per_call_flushes_before_each_pass_outside_the_range(fake):
+    FakeRangeProfiler.passes_needed = gp.metric_passes("sol", chip="GH100")
+    r = gp.metrics(two_kernels, fake, metrics="sol", per="call", setup=lambda: None)
+    passes = [e for e in fake.events if e in ("flush", "start")]
+    assert passes == ["flush", "start"] * r.passes and _C._L2_FLUSH_KERNEL not in fake.events
+    assert r.cache_control == "all" and "L2 flushed before each pass" in r.state()
+    gp.metrics(two_kernels, fake, metrics="sol", per="call", cache_control="none")
+    assert fake.events.count("flush") == r.passes > 1
+
+
+@pytest.mark.parametrize("bad", ["l2", None, "ALL"])
+def test_cache_control_is_checked_before_anything_runs(fake, bad):
+    with pytest.raises(ValueError, match="cache_control must be one of"):
+        gp.metrics(two_kernels, fake, metrics=[DRAM], cache_control=bad)
+    assert fake.made == [] and fake.events == []
+
+
+def test_setup_kernels_are_not_counted_as_the_pass_launches(fake):
+    FakeRangeProfiler.passes_needed = 2
+    r = gp.metrics(two_kernels, fake, metrics=[DRAM], setup=lambda: fake.launch("restore"))
+    assert [k.name for k in r.kernels] == ["copy(float4 const*)", "fma(float*)"]
+    assert fake.made[0].max_ranges == 4  # the warm-up counted fn's two kernels, not setup's
 
 
 def test_per_call_is_one_user_range(fake):
@@ -153,10 +208,12 @@ def test_per_call_is_one_user_range(fake):
 
 
 def test_without_warmup_the_default_capacity_is_used(fake):
-    gp.metrics(two_kernels, fake, metrics=[DRAM], warmup=False)
+    gp.metrics(two_kernels, fake, metrics=[DRAM], warmup=False, cache_control="none")
     assert fake.made[0].max_ranges == counters.DEFAULT_MAX_KERNELS
     gp.metrics(two_kernels, fake, metrics=[DRAM], warmup=False, max_kernels=5)
-    assert fake.made[1].max_ranges == 5
+    assert fake.made[1].max_ranges == 2 * 5  # each kernel and the flush before it
+    gp.metrics(two_kernels, fake, metrics=[DRAM], warmup=False)  # the same memory in all
+    assert fake.made[2].max_ranges == counters.DEFAULT_MAX_KERNELS
 
 
 def test_fn_raising_in_pass_two_closes_everything(fake):
@@ -194,16 +251,22 @@ def test_dropped_kernels_raise(fake):
         for _ in range(3):
             cupti.launch("k")
 
-    with pytest.raises(ValueError, match="more kernels than the 2 profiled"):
+    with pytest.raises(ValueError, match=r"more kernels than the 2 profiled per pass \(1 not"):
         gp.metrics(three, fake, metrics=[DRAM], warmup=False, max_kernels=2)
-    assert fake.made[0].closed
+    assert fake.made[0].closed and fake.made[0].max_ranges == 4
+    with pytest.raises(ValueError, match=r"more kernels than the 2 profiled per pass \(1 not"):
+        gp.metrics(three, fake, metrics=[DRAM], warmup=False, max_kernels=2, cache_control="none")
 
 
 def test_without_the_launch_log_kernels_get_numbers(fake):
     fake.log_fails = True
-    r = gp.metrics(two_kernels, fake, metrics=[DRAM], max_kernels=4)
+    r = gp.metrics(two_kernels, fake, metrics=[DRAM], max_kernels=4, cache_control="none")
     assert [k.name for k in r.kernels] == ["kernel #0", "kernel #1"]
     assert any("CUPTI is already in use" in n for n in r.notes)
+    # the flushes' ranges cannot be told from the kernels' without the log: refused, not guessed
+    with pytest.raises(gp.GpuProfileError, match="launch callbacks, which are unavailable"):
+        gp.metrics(two_kernels, fake, metrics=[DRAM], max_kernels=4)
+    assert gp.metrics(two_kernels, fake, metrics=[DRAM], per="call").cache_control == "all"
 
 
 def test_region_with_a_one_pass_set(fake):
@@ -214,6 +277,22 @@ def test_region_with_a_one_pass_set(fake):
     assert (p.range, p.replay) == ("user", "user") and p.closed
     assert r.replay == "user" and r.kernels[0].name == "flow-one" and r[DRAM] == 1.0
     assert gp.stats("flow-one").count == 1
+    assert fake.events[:2] == ["flush", "start"] and r.cache_control == "all"
+    with gp.region("flow-warm", metrics={"metrics": [DRAM], "cache_control": "none"}):
+        two_kernels(fake)
+    assert fake.events.count("flush") == 1 and gp.region_metrics("flow-warm").cache_control == "none"
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"metrics": "sol", "cache_control": "some"}, "cache_control must be one of"),
+    ({"cache_control": "none"}, "takes the keys 'metrics' \\(required\\)"),
+    ({"metrics": "sol", "flush": True}, "takes the keys"),
+])
+def test_region_spec_errors(spec, message):
+    with pytest.raises(ValueError, match=message):
+        counters.region_spec(spec)
+    assert counters.region_spec("sol") == ("sol", "all")
+    assert counters.region_spec({"metrics": [DRAM]}) == ([DRAM], "all")
 
 
 def test_region_with_a_multi_pass_set_uses_kernel_replay(fake):
@@ -221,9 +300,12 @@ def test_region_with_a_multi_pass_set_uses_kernel_replay(fake):
         two_kernels(fake)
     r = gp.region_metrics("flow-sol")
     p = fake.made[0]
-    assert (p.range, p.replay, p.max_ranges) == ("auto", "kernel", counters.REGION_MAX_KERNELS)
+    assert (p.range, p.replay, p.max_ranges) == ("auto", "kernel", 2 * counters.REGION_MAX_KERNELS)
     assert r.replay == "kernel" and r.passes == 9 and len(r.kernels) == 2
-    assert r.kernels[1].name == "fma(float*)" and not fake.log_on
+    assert r.kernels[1].name == "fma(float*)" and not fake.log_on and not fake.flush_on
+    assert fake.events[1:] == [_C._L2_FLUSH_KERNEL, "copy(float4 const*)", _C._L2_FLUSH_KERNEL,
+                               "fma(float*)"]
+    assert any("first replay" in n for n in r.notes)
     assert gp.region_metrics("flow-sol", all=True) == [r]
 
 
@@ -317,3 +399,13 @@ def test_sample_orchestration(monkeypatch):
     assert s.info["dropped_before_start"] == 1
     with pytest.raises(ValueError, match="one-pass"):
         gp.sample(lambda: None, metrics=["sm__throughput.avg.pct_of_peak_sustained_elapsed"])
+
+
+@pytest.mark.skipif(gp.device_count() > 0, reason="checks the no-device behaviour")
+def test_the_c_flush_entry_points_refuse_cleanly_without_a_device():
+    with pytest.raises(gp.GpuProfileError, match="needs the launch log on"):
+        _C._launch_log_flush(True)
+    assert _C._launch_log_flush(False) is None
+    with pytest.raises(gp.NoDeviceError):
+        _C._l2_flush()
+    assert _C._L2_FLUSH_KERNEL == "gp_l2_flush_kernel"

@@ -2,7 +2,6 @@
 bars, JSON), FLOPs and roofline, stall breakdown, PM samples."""
 
 import json
-import re
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ from gpuprofile.counters.metric_sets import (
     SM_SOL,
     TENSOR_OPS,
 )
-from gpuprofile.counters.result import build
+from gpuprofile.counters.result import TERMINAL_WIDTH, build
 from gpuprofile.counters.roofline import Ceilings
 from gpuprofile.counters.sample import SampleResult, field_name
 from gpuprofile.counters.stalls import StallReport, breakdown, parse_reason
@@ -93,24 +92,67 @@ def _many(n):
                  counter_data_bytes=0)
 
 
-def test_many_kernels_are_printed_six_to_a_table():
-    """13 kernels (a small torch script's): every one printed, in tables a terminal can show, not
-    one table 13 columns wide (issue 26)."""
-    text = str(_many(13))
-    tables = text.split("\n\n")
-    assert len(tables) == 3 and all(re.search(rf"\b{i}: #{i}\b", text) for i in range(13))
-    assert "total" in tables[0] and "total" not in tables[1]
-    assert max(len(line) for line in text.splitlines()[1:]) < 250
-    assert "more:" not in text
-    html = _many(13)._repr_html_()
-    assert html.count("<table>") == 3
+def test_many_kernels_are_printed_as_sections_a_terminal_can_show():
+    """13 kernels (a small torch script's): every one in a section of its own (as ncu's default
+    page), every line within 120 characters, not one table 13 columns wide (issue 47)."""
+    r = _many(13)
+    text = str(r)
+    sections = text.split("\n\n")
+    assert len(sections) == 1 + 1 + 13  # header, total, one per kernel
+    assert sections[1].startswith("total over 13 kernels (sum, weighted)\nmetric")
+    assert [s.splitlines()[0] for s in sections[2:]] == [f"[{i}] #{i}" for i in range(13)]
+    assert all(len(line) <= TERMINAL_WIDTH for line in text.splitlines())
+    assert all(s.count("\n") == 2 + len(SOL) for s in sections[1:])
+    assert "more kernels" not in text
+    assert r._repr_html_().count("<table>") == 14
 
 
-def test_more_kernels_than_the_tables_hold_are_named():
+def test_more_kernels_than_the_sections_hold_are_named():
     text = str(_many(40))
-    assert "39: #39" not in text and "29: #29" in text
-    assert "(+10 more: to_csv(), to_pandas())" in text
+    assert "[39] #39" not in text and "[29] #29" in text
+    assert text.endswith("\n\n(+10 more kernels: to_csv(), to_pandas())")
     assert len(_many(40).table_rows()[0]) == 4 + 40  # the CSV has them all
+
+
+LONG = ("void cutlass::device_kernel<cutlass::gemm::kernel::GemmUniversal<cute::tuple<int, int, int, "
+        "int>, cutlass::gemm::collective::CollectiveMma<cutlass::gemm::MainloopSm90TmaGmmaWarp"
+        "Specialized<4>, cutlass::bfloat16_t>, void>>(cutlass::gemm::kernel::GemmUniversal<cute::"
+        "tuple<int, int, int, int>, void>::Params)")
+
+
+def test_no_line_is_wider_than_a_terminal_whatever_the_names_and_notes():
+    ranges = [(str(i), sol_values(1.0, 1.0, 1.0, 1.0)) for i in range(3)]
+    names = [LONG, "a_very_long_triton_kernel_name_" * 8, "nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT"]
+    note = "kernel names unavailable: " + "x" * 300
+    for cache_control in ("all", "none"):
+        r = build("a/very/long/script/path/" * 6, "kernel", SOL, INFOS, ranges, names, passes=9,
+                  replay="user", range_mode="auto", calls=10, cost_s=0.1, setup_s=0.0,
+                  chip="GH100", sets=[], notes=[note, "short"], counter_data_bytes=0,
+                  cache_control=cache_control)
+        lines = str(r).splitlines()
+        assert max(len(line) for line in lines) <= TERMINAL_WIDTH, max(lines, key=len)
+        assert "[0] cutlass::device_kernel<…>" in lines and "note: short" in lines
+        assert any(line.startswith("[2] nvjet_tst_128x256") for line in lines)
+        assert r.to_dict()["cache_control"] == cache_control
+        assert r.to_dict()["clock_control"] == "none"
+    # the wide form keeps the full names: a column per kernel
+    assert f"0: {LONG}" in r.table_rows()[0]
+
+
+def test_the_state_line_says_which_cache_and_clock_state_the_numbers_describe():
+    per_kernel = build("x", "kernel", SOL, INFOS, [("0", sol_values(1.0, 1.0, 1.0, 1.0))], ["k"],
+                       passes=9, replay="user", range_mode="auto", calls=10, cost_s=0.1,
+                       setup_s=0.0, chip="GH100", sets=[], notes=[], counter_data_bytes=0)
+    assert per_kernel.state() == (
+        "caches: L2 flushed before each kernel (cache_control='all', as ncu --cache-control all); "
+        "clocks: not locked (as ncu --clock-control none)")
+    call = build("fn", "call", SOL, INFOS, [("fn", sol_values(1e6, 50.0, 20.0, 10.0))], None,
+                 passes=9, replay="user", range_mode="user", calls=10, cost_s=1.0, setup_s=0.0,
+                 chip="GH100", sets=["sol"], notes=[], counter_data_bytes=1, cache_control="none")
+    assert call.state().startswith("caches: not flushed (cache_control='none', as ncu "
+                                   "--cache-control none); clocks: not locked")
+    assert "the one range (exact)" in str(call)
+    assert "caches: L2 flushed before each kernel" in per_kernel._repr_html_()
 
 
 def roofline_result(ffma=1.0e9, tensor_ops=0.0, dram=1.0e6, duration_ns=1.0e6):

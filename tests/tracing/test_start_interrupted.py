@@ -108,7 +108,7 @@ def test_metrics_launch_log_stopped_after_interrupt(monkeypatch):
     monkeypatch.setattr(_C, "_launch_log_stop", lambda: calls.append("stop"))
     plan = type("Plan", (), {"config": b"", "names": [], "passes": 1})()
     with pytest.raises(KeyboardInterrupt):
-        metrics._collect(lambda: None, (), {}, plan, "f", "kernel", None, 0, None)
+        metrics._collect(lambda: None, (), {}, plan, "f", "kernel", None, 0, None, "all")
     assert calls == ["start", "stop"]
 
 
