@@ -3,6 +3,7 @@ baseline, with an exit code for CI). gpuprofile/cli.py dispatches here."""
 
 from __future__ import annotations
 
+import math
 import sys
 import traceback
 
@@ -31,13 +32,15 @@ examples:
 
 Each result is compared with the baseline file's result of the same name (files holding one
 result each are compared with each other whatever their names). ratio = median / baseline median;
-its 95 % bounds come from the two medians' confidence intervals, and a verdict is 'slower' or
-'faster' only when those bounds exclude 1 ('same' otherwise). An interval covers the noise within
-one run; results measured with rounds (bench --rounds, pytest --gpu-benchmark-rounds) also cover
-the spread between runs, which a CI gate needs. Exit status: 0 no regression, 1 a result is
-slower than its baseline by more than --fail-slower percent with 95 % confidence, 2 bad
-arguments, an unreadable file, or a result a gate cannot trust (a median or interval that is
-not a finite positive number, samples that are not finite, a median that is not its samples').
+its 95 % bounds come from the two medians' confidence intervals. The rule (docs/benchmark.md,
+"The gate's rule"): 'slower' only when the whole interval is beyond --fail-slower percent (default
+5) AND both results were measured in 3 or more rounds (bench --rounds, pytest
+--gpu-benchmark-rounds), so that their intervals span the spread between runs; one run's interval
+cannot tell a change from drift between runs, and a difference it shows is 'inconclusive'.
+Each compared result gets one line saying what its verdict rests on. Exit status: 0 no regression
+(an 'inconclusive' verdict included), 1 a result is 'slower', 2 bad arguments, an unreadable file,
+or a result a gate cannot trust (a number that is not finite, an interval that is not its
+samples'), 3 with --strict: a verdict is 'inconclusive' or a result was not compared.
 """
 
 
@@ -76,9 +79,12 @@ def add_parsers(sub, formatter) -> None:
     p.add_argument("files", nargs="+", metavar="FILE.json")
     p.add_argument("--baseline", type=int, default=0, metavar="N",
                    help="index of the baseline file among FILE.json (default 0: the first)")
-    p.add_argument("--fail-slower", type=float, default=0.0, metavar="PCT",
-                   help="exit 1 only for results slower by more than PCT %% (default 0: any "
-                        "significant slow-down)")
+    p.add_argument("--fail-slower", type=float, default=None, metavar="PCT",
+                   help="the minimum effect: exit 1 only for results slower by more than PCT %% "
+                        "with 95 %% confidence over rounds (default 5)")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 3 when a verdict is 'inconclusive' or a baseline result was not "
+                        "compared (renamed, missing, or nothing in common)")
     p.add_argument("--json", default=None, metavar="PATH", help="write the comparison as JSON")
     p.add_argument("--csv", default=None, metavar="PATH",
                    help="write the comparison as CSV, one row per result")
@@ -149,14 +155,15 @@ def compare_main(args) -> int:
 
     if len(args.files) < 2:
         return error("gpuprofile compare", "give at least two files (the first is the baseline)", 2)
-    if not args.fail_slower >= 0:
-        return error("gpuprofile compare", f"--fail-slower must be >= 0, got {args.fail_slower}", 2)
+    if args.fail_slower is not None and not (0 <= args.fail_slower < math.inf):
+        return error("gpuprofile compare", f"--fail-slower must be >= 0 and finite, got {args.fail_slower}", 2)
     try:
         loaded = [load_results(path) for path in args.files]
     except ResultFileError as e:
         return error("gpuprofile compare", str(e), 2)
     try:
-        comparison = compare_files(list(zip(file_labels(args.files), loaded, strict=True)), args.baseline)
+        comparison = compare_files(list(zip(file_labels(args.files), loaded, strict=True)), args.baseline,
+                                   args.fail_slower)
     except ValueError as e:
         return error("gpuprofile compare", str(e), 2)
     print(comparison)
@@ -165,10 +172,37 @@ def compare_main(args) -> int:
         return 1
     if args.csv and write_csv("gpuprofile compare", args.csv, comparison):
         return 1
-    slower = comparison.regressions(args.fail_slower)
+    return _gate_exit(comparison, args.fail_slower, args.strict)
+
+
+def _gate_exit(comparison, threshold, strict: bool) -> int:
+    """Print each compared result's gate line (stdout) and the outcome (stderr); the exit status."""
+    from .gate import threshold_pct
+
+    compared = [r for r in comparison.rows if r.verdict not in ("baseline", "new")]
+    for r in compared:
+        print(f"gate: {r.name} ({r.file}): {r.why}")
+    pct = threshold_pct(threshold)
+    slower = [r for r in compared if r.verdict == "slower"]
     if slower:
         names = ", ".join(f"{r.name} ({r.file}, {r.ratio:.3g}x)" for r in slower)
-        print(f"gpuprofile compare: {len(slower)} regression(s) beyond {args.fail_slower:g} %: {names}",
+        print(f"gpuprofile compare: FAIL: {len(slower)} regression(s) beyond {pct:g} %: {names}",
               file=sys.stderr)
         return 1
+    unsure = [r for r in compared if r.verdict == "inconclusive"]
+    unmatched = [f"{n} (not in {f})" for n, f in comparison.missing]
+    unmatched += [f"{r.name} (new in {r.file})" for r in comparison.rows if r.verdict == "new"]
+    if not compared:
+        print("gpuprofile compare: nothing compared: no result of the baseline has a counterpart "
+              "of its name", file=sys.stderr)
+    elif unmatched:
+        print(f"gpuprofile compare: not compared: {', '.join(unmatched)}", file=sys.stderr)
+    if unsure:
+        print(f"gpuprofile compare: {len(unsure)} inconclusive verdict(s) (they pass; --strict "
+              "fails them): measure both sides with --rounds 5", file=sys.stderr)
+    if strict and (unsure or unmatched or not compared):
+        print("gpuprofile compare: FAIL (--strict): inconclusive or not compared", file=sys.stderr)
+        return 3
+    print(f"gpuprofile compare: PASS: {len(compared)} compared, none slower beyond {pct:g} %",
+          file=sys.stderr)
     return 0
