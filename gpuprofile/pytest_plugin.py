@@ -387,6 +387,27 @@ class GpuBenchmarkFixture:
         self._record(run(fn, tuple(args), kwargs, make_options(**merged), setup=setup))
         return value
 
+    def compare(self, candidate, reference, *args, threshold=None, **kwargs):
+        """A/B in one run: candidate(*args, **kwargs) against reference(...) in interleaved
+        rounds with the order rotated (gpuprofile.benchmark of both: bench/ab.py); fails the
+        test when the candidate is slower beyond `threshold` percent (default 5) by the gates'
+        rule, passes 'same', 'faster' and 'inconclusive' (the line says which). Both sides'
+        results are recorded (NAME[reference], NAME[candidate]). Returns the ABResult."""
+        if self._state.disabled:
+            reference(*args, **kwargs)
+            candidate(*args, **kwargs)
+            return None
+        from .bench.benchmark import run_ab
+
+        options = {**self._defaults, **{k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS}}
+        options["name"] = self._next_name()
+        ab = run_ab({"reference": reference, "candidate": candidate}, args, kwargs, options, threshold)
+        for result in ab.results.values():
+            self._record(result)
+        if ab.fails:
+            pytest.fail(f"gpu_benchmark {options['name']}: " + "; ".join(ab.lines()), pytrace=False)
+        return ab
+
     def _next_name(self) -> str:
         return self.name if not self.results else f"{self.name}#{len(self.results) + 1}"
 

@@ -67,6 +67,12 @@ def add_parsers(sub, formatter) -> None:
                    help="repeat the whole measurement N times; the interval then spans the "
                         "rounds' medians (the spread between runs: use 5 for a CI gate)")
     p.add_argument("--name", default=None, help="the result's name (default: STMT's first line)")
+    p.add_argument("--ab", action="store_true",
+                   help="A/B in one run: each STMT is its own statement, the first the reference, "
+                        "timed in interleaved rounds (--rounds, default 10) with the order rotated; "
+                        "prints the paired ratio, its 95%% interval and the verdict")
+    p.add_argument("--threshold", type=float, default=None, metavar="PCT",
+                   help="with --ab: the minimum effect for 'slower'/'faster' (default 5)")
     p.add_argument("--json", default=None, metavar="PATH", help="save the result (samples included)")
     p.add_argument("--csv", default=None, metavar="PATH",
                    help="write the result as a one-row CSV table (no samples)")
@@ -108,6 +114,8 @@ def bench_main(args) -> int:
         from ..streams import Stream
 
         namespace["stream"] = Stream()
+    if args.ab:
+        return _bench_ab(args, namespace)
     try:
         fn, _ = compile_stmt(stmt, "\n".join(args.setup), namespace, name=args.name)
     except BadStatement as e:
@@ -140,6 +148,49 @@ def bench_main(args) -> int:
             return error("gpuprofile bench", f"cannot write {args.json}: {e}", 1)
         print(f"gpuprofile bench: result saved to {args.json}", file=sys.stderr)
     if args.csv and write_csv("gpuprofile bench", args.csv, result):
+        return 1
+    return 0
+
+
+def _bench_ab(args, namespace) -> int:
+    """bench --ab: the statements against the first, A/B in one run (bench/ab.py)."""
+    from .. import _C
+    from .benchmark import run_ab
+    from .stmt import BadStatement, compile_stmt
+
+    prog = "gpuprofile bench --ab"
+    if len(args.stmt) < 2:
+        return error(prog, "give two or more statements (the first is the reference)", 2)
+    try:
+        fns = {s: compile_stmt(s, "\n".join(args.setup), namespace, name=s)[0] for s in args.stmt}
+    except BadStatement as e:
+        return error(prog, str(e), 2)
+    except Exception:
+        traceback.print_exc()
+        return error(prog, "the setup raised (traceback above)", 1)
+    if len(fns) < len(args.stmt):
+        return error(prog, "the statements must differ", 2)
+    options = dict(mode=args.mode, flops=args.flops, bytes=args.bytes, clock=args.clock,
+                   max_noise=args.max_noise, stream=namespace.get("stream"))
+    for key, default in (("max_time", 5.0), ("rounds", 1)):  # else A/B's shorter rounds, 10 of them
+        if getattr(args, key) != default:
+            options[key] = getattr(args, key)
+    try:
+        ab = run_ab(fns, (), {}, options, args.threshold)
+    except (TypeError, ValueError) as e:
+        if _raised_by_options(e):
+            return error(prog, str(e), 2)
+        traceback.print_exc()
+        return error(prog, "a statement raised (traceback above)", 1)
+    except _C.NoDeviceError as e:
+        return error(prog, str(e), 1)
+    except Exception:
+        traceback.print_exc()
+        return error(prog, "a statement raised (traceback above)", 1)
+    print(repr(ab))
+    if args.json and write_json(prog, args.json, ab.to_dict()):
+        return 1
+    if args.csv and write_csv(prog, args.csv, ab):
         return 1
     return 0
 
