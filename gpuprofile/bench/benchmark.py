@@ -300,7 +300,10 @@ def run_ab(fns, args: tuple, kwargs: dict, options: dict, threshold=None):
 
     named = _named(fns)
     threshold = gate.threshold_pct(threshold)
+    given = options
     options = {**ab.AB_DEFAULTS, **options}
+    if "min_time" not in given:  # a shorter max_time given alone shortens the whole round
+        options["min_time"] = min(options["min_time"], options["max_time"])
     rounds, prefix = options.pop("rounds"), options.pop("name", None)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 2:
         raise ValueError(f"A/B rounds must be an int >= 2 (10 by default), got {rounds!r}")

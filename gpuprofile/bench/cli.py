@@ -59,13 +59,14 @@ def add_parsers(sub, formatter) -> None:
     p.add_argument("--bytes", type=float, default=None, metavar="B", help="bytes moved per call (GB/s)")
     p.add_argument("--clock", choices=("auto", "cupti", "gpu", "host"), default="auto",
                    help="what times an iteration (default: CUPTI records with a device, else host)")
-    p.add_argument("--max-time", type=float, default=5.0, metavar="SECONDS",
-                   help="stop measuring after this long (default 5)")
+    p.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
+                   help="stop measuring after this long (default 5; --ab: 0.5 a round)")
     p.add_argument("--max-noise", type=float, default=0.005, metavar="FRACTION",
                    help="stop once the median's 95%% CI half-width is within this (default 0.005)")
-    p.add_argument("--rounds", type=int, default=1, metavar="N",
+    p.add_argument("--rounds", type=int, default=None, metavar="N",
                    help="repeat the whole measurement N times; the interval then spans the "
-                        "rounds' medians (the spread between runs: use 5 for a CI gate)")
+                        "rounds' medians (the spread between runs: use 5 for a CI gate; "
+                        "--ab: interleaved rounds, default 10)")
     p.add_argument("--name", default=None, help="the result's name (default: STMT's first line)")
     p.add_argument("--ab", action="store_true",
                    help="A/B in one run: each STMT is its own statement, the first the reference, "
@@ -128,8 +129,9 @@ def bench_main(args) -> int:
               "timing with the host clock", file=sys.stderr)
     try:
         result = benchmark(fn, mode=args.mode, flops=args.flops, bytes=args.bytes, clock=args.clock,
-                           max_time=args.max_time, max_noise=args.max_noise,
-                           stream=namespace.get("stream"), rounds=args.rounds)
+                           max_time=5.0 if args.max_time is None else args.max_time,
+                           max_noise=args.max_noise, stream=namespace.get("stream"),
+                           rounds=1 if args.rounds is None else args.rounds)
     except (TypeError, ValueError) as e:
         if _raised_by_options(e):
             return error("gpuprofile bench", str(e), 2)
@@ -172,8 +174,8 @@ def _bench_ab(args, namespace) -> int:
         return error(prog, "the statements must differ", 2)
     options = dict(mode=args.mode, flops=args.flops, bytes=args.bytes, clock=args.clock,
                    max_noise=args.max_noise, stream=namespace.get("stream"))
-    for key, default in (("max_time", 5.0), ("rounds", 1)):  # else A/B's shorter rounds, 10 of them
-        if getattr(args, key) != default:
+    for key in ("max_time", "rounds"):  # else A/B's shorter rounds, 10 of them
+        if getattr(args, key) is not None:
             options[key] = getattr(args, key)
     try:
         ab = run_ab(fns, (), {}, options, args.threshold)
