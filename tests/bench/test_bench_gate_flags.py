@@ -14,7 +14,7 @@ flags = load_benchmark("bench_gate_flags")
 def test_tally_counts_false_alarms_and_detections():
     got = flags.tally(["slower", "faster", "same", "inconclusive"])
     assert got == {"pairs": 4, "slower": 1, "faster": 1, "same": 1, "inconclusive": 1, "unknown": 0,
-                   "false_alarm": 0.5, "detected": 0.25}
+                   "flagged": 0.5, "detected": 0.25}
 
 
 def test_smallest_caught_is_the_smallest_change_at_95_percent():
@@ -39,7 +39,8 @@ def run_script(tmp_path, *extra):
 
 def test_a_short_host_run_writes_its_json(tmp_path):
     res, data = run_script(tmp_path, "--changes", "30")
-    (w,) = data["workloads"].values()
+    w, python_call = data["workloads"].values()
+    assert set(python_call) == {"stored, one run, unchanged", "stored, rounds=3, unchanged", "A/B, unchanged"}
     assert set(w) == {"stored, one run, unchanged", "stored, rounds=3, unchanged", "A/B, unchanged",
                       "A/B, planted 10 %", "stored, rounds=3, planted 30 %",
                       "stored smallest change caught in 95 %"}
