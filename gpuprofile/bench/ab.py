@@ -67,13 +67,14 @@ def paired_ratio(new, ref) -> tuple[float, float, float]:
     return (float(np.median(ratios)), *_stats.median_ci(ratios))
 
 
-def judge(new, ref, threshold=None) -> gate.Decision:
-    """The gates' verdict on per-round times new[i] vs ref[i] measured in interleaved rounds."""
+def judge(new, ref, threshold=None, clock: str | None = None) -> gate.Decision:
+    """The gates' verdict on per-round times new[i] vs ref[i] measured in interleaved rounds
+    (`clock` picks the default threshold)."""
     ratio, low, high = paired_ratio(new, ref)
     n = len(new)
     too_few = (f"{n} paired rounds, {gate.MIN_PAIRED_ROUNDS} needed"
                if n < gate.MIN_PAIRED_ROUNDS else None)
-    return gate.decide(ratio, low, high, threshold=threshold, between_runs=True,
+    return gate.decide(ratio, low, high, threshold=gate.threshold_pct(threshold, clock), between_runs=True,
                        basis=f"{n} paired rounds", too_few=too_few)
 
 
@@ -158,7 +159,7 @@ def result(per_round: dict, threshold=None) -> ABResult:
 
     reference, *candidates = list(per_round)
     medians = {n: [r.median_ms for r in rs] for n, rs in per_round.items()}
-    decisions = {n: judge(medians[n], medians[reference], threshold) for n in candidates}
     results = {n: merge_rounds(rs) for n, rs in per_round.items()}
-    clocks = sorted({r.clock for r in results.values()})
-    return ABResult(reference, results, decisions, len(medians[reference]), "+".join(clocks), medians)
+    clock = "+".join(sorted({r.clock for r in results.values()}))
+    decisions = {n: judge(medians[n], medians[reference], threshold, clock) for n in candidates}
+    return ABResult(reference, results, decisions, len(medians[reference]), clock, medians)

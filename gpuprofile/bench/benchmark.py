@@ -299,7 +299,8 @@ def run_ab(fns, args: tuple, kwargs: dict, options: dict, threshold=None):
     from . import ab, gate
 
     named = _named(fns)
-    threshold = gate.threshold_pct(threshold)
+    if threshold is not None:
+        threshold = gate.threshold_pct(threshold)  # a bad one refused before anything runs
     given = options
     options = {**ab.AB_DEFAULTS, **options}
     if "min_time" not in given:  # a shorter max_time given alone shortens the whole round
@@ -357,7 +358,8 @@ def benchmark(fn, *args, **kwargs) -> BenchmarkResult:
     interleaved rounds with the order rotated, all with the same args; returns an ABResult
     (bench/ab.py): each side's own result, the median of the paired per-round ratios with its
     95 % interval, and one verdict (slower / faster / same within `threshold` percent, default
-    5, or inconclusive). Rounds default to 0.05 .. 0.5 s each there.
+    5 on the host clock, 2 on the device clocks, or inconclusive). Rounds default to 0.05 ..
+    0.5 s each there.
     """
     if isinstance(fn, (dict, list, tuple)):
         threshold = kwargs.pop("threshold", None)

@@ -189,13 +189,17 @@ def interval(result) -> tuple[float, float]:
 # (2) an interval that covers the spread between runs; where the interval covers one run only,
 # a difference it shows is "inconclusive" (it may be drift between runs), never "slower".
 #
-# DEFAULT_THRESHOLD_PCT: on the CPU machine's host clock (docs/benchmarks.md, gate flags), the
-# median of unchanged code moved by 1.3 % at the 99th percentile between consecutive runs on a
-# quiet machine, and by up to 10 % under neighbours' load (issue 44). Interleaved A/B rounds
+# DEFAULT_THRESHOLD_PCT (host clock): on the CPU machine (docs/benchmarks.md, gate error rates)
+# the median of unchanged code moved by 1.25 % at the 99th percentile between consecutive runs on
+# a quiet machine, and by up to 10 % under neighbours' load (issue 44). Interleaved A/B rounds
 # cancel most of that drift; 5 % is about four times the quiet spread, small enough that a
 # planted 10 % slowdown is caught in one A/B run and large enough that an interval which spans
 # rounds does not flag the run-to-run wobble it sampled only a few times.
+# DEVICE_THRESHOLD_PCT (CUPTI and event clocks): kernel times move far less between runs (12
+# pairs of a 5 us kernel on an H200 had identical medians, docs/benchmarks.md); 2 % lets an A/B
+# run catch a planted 5 % there. bench_gate_flags.py --gpu measures both rates for it.
 DEFAULT_THRESHOLD_PCT = 5.0
+DEVICE_THRESHOLD_PCT = 2.0
 # Saved results: rounds on each side for their intervals (the hull of the round medians,
 # bench/rounds.py) to cover the spread between runs. With R exchangeable rounds a side, all R
 # medians of one exceed all R of the other with probability 1 / C(2R, R): 5 % for R = 3.
@@ -245,10 +249,17 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}" if math.isfinite(x) else str(x)
 
 
-def threshold_pct(value) -> float:
-    """A threshold in percent, checked: a finite number >= 0 (None: the default)."""
+def default_threshold(clock: str | None) -> float:
+    """The default minimum effect for results timed by `clock` ('cupti', 'gpu', 'host', or
+    several joined by '+'): the device clocks' where every one is a device clock."""
+    clocks = (clock or "host").split("+")
+    return DEVICE_THRESHOLD_PCT if all(c in ("cupti", "gpu") for c in clocks) else DEFAULT_THRESHOLD_PCT
+
+
+def threshold_pct(value, clock: str | None = None) -> float:
+    """A threshold in percent, checked: a finite number >= 0 (None: the default for `clock`)."""
     if value is None:
-        return DEFAULT_THRESHOLD_PCT
+        return default_threshold(clock)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
         raise ValueError(f"the threshold must be a finite number of percent >= 0, got {value!r}")
     return float(value)
@@ -258,7 +269,7 @@ def decide(ratio: float, low: float, high: float, *, threshold: float | None = N
            between_runs: bool, basis: str, too_few: str | None = None) -> Decision:
     """The verdict on `ratio` (new / reference) with 95 % interval [low, high].
 
-    threshold: the minimum effect in percent (DEFAULT_THRESHOLD_PCT when None). between_runs:
+    threshold: the minimum effect in percent (None: DEFAULT_THRESHOLD_PCT, the host clock's). between_runs:
     whether the interval covers the spread between runs (rounds on both sides, or paired A/B
     rounds); without it a difference is 'inconclusive'. too_few: why there is no interval (too
     few rounds or samples), making a NaN interval 'inconclusive' instead of 'unknown'. Pure."""
@@ -296,8 +307,10 @@ def stored_basis(rounds_a: int, rounds_b: int) -> tuple[bool, str]:
 
 
 def stored(ratio: float, low: float, high: float, rounds_new: int, rounds_ref: int,
-           threshold: float | None = None) -> Decision:
+           threshold: float | None = None, clock: str | None = None) -> Decision:
     """decide() for two saved results (gp.compare, `gpuprofile compare`, the pytest plugin):
-    their interval covers the spread between runs only with MIN_ROUNDS rounds on each side."""
+    their interval covers the spread between runs only with MIN_ROUNDS rounds on each side.
+    `clock` ('cupti', 'host+cupti', ...) picks the default threshold."""
     between, basis = stored_basis(rounds_new, rounds_ref)
-    return decide(ratio, low, high, threshold=threshold, between_runs=between, basis=basis)
+    return decide(ratio, low, high, threshold=threshold_pct(threshold, clock), between_runs=between,
+                  basis=basis)

@@ -386,7 +386,7 @@ def compare(results, baseline=0, threshold=None) -> Comparison:
 
     `results` is a list of BenchmarkResult (named by .name) or a dict {label: BenchmarkResult}.
     Verdicts follow the gates' rule (bench/gate.py decide()): 'slower'/'faster' only beyond
-    `threshold` percent (default gate.DEFAULT_THRESHOLD_PCT) on intervals that span rounds (3 or
+    `threshold` percent (default 5 on the host clock, 2 on device clocks) on intervals that span rounds (3 or
     more on each side), 'inconclusive' where one run cannot tell a change from drift between
     runs. A result that a gate could not trust gets the verdict 'unknown'.
     """
@@ -421,7 +421,9 @@ def compare(results, baseline=0, threshold=None) -> Comparison:
         else:  # a result that cannot be trusted (NaN, <= 0, median not its samples') is no "same"
             judged, why = "unknown", gate.problem(base) or gate.problem(r)
             if why is None:
-                decision = gate.stored(ratio, low, high, r.rounds, base.rounds, threshold)
+                decision = gate.stored(ratio, low, high, r.rounds, base.rounds, threshold,
+                                       f"{r.clock}+{base.clock}")
                 judged, why = decision.verdict, decision.line(clock=r.clock)
         rows.append(ComparisonRow(label, r.median_ms, r.rel_noise, ratio, low, high, judged, why))
-    return Comparison(labels[base_index], rows, gate.threshold_pct(threshold))
+    clocks = "+".join(sorted({r.clock for _, r in items}))
+    return Comparison(labels[base_index], rows, gate.threshold_pct(threshold, clocks))

@@ -102,7 +102,7 @@ def summary_lines(entries, columns=DEFAULT_COLUMNS, sort: str = "name", threshol
                     low, high = _stats.ratio_interval(*gate.interval(r), b["ci_low_ms"], b["ci_high_ms"])
                     ratio = _ratio(r["median_ms"], b["median_ms"])
                     judged = gate.stored(ratio, low, high, r.get("rounds", 1), b.get("rounds", 1),
-                                         threshold).verdict
+                                         threshold, r.get("clock")).verdict
                     row += [fmt_time(b["median_ms"]), f"{fmt(ratio)}x", judged]
             rows.append(row)
         lines += text_table(headers, rows, title=f"group: {group}" if group else None).splitlines()

@@ -198,3 +198,14 @@ def test_fixture_compare_fails_only_a_slower_candidate(pytester):
 
 def test_the_default_threshold_is_the_gates():
     assert ab.AB_DEFAULTS["rounds"] >= gate.MIN_PAIRED_ROUNDS and gate.DEFAULT_THRESHOLD_PCT == 5.0
+
+
+@pytest.mark.gpu
+def test_ab_on_the_gpu_clock_catches_a_planted_five_percent():
+    """The same API on the device clock (CUPTI where usable, else CUDA events): a 5 us spin
+    kernel against one 5 % longer."""
+    r = gp.benchmark({"ref": lambda: gp.kernels.spin(5_000), "new": lambda: gp.kernels.spin(5_250)},
+                     max_time=0.2)
+    assert r.clock in ("cupti", "gpu") and r.verdict == "slower" and 1.03 < r.ratio < 1.08
+    same = gp.benchmark([lambda: gp.kernels.spin(5_000)] * 2, max_time=0.2)
+    assert same.verdict in ("same", "inconclusive")

@@ -220,7 +220,7 @@ def test_compare_command_exit_codes_for_ci(tmp_path, capsys):
     out = tmp_path / "c.json"
     assert main(["compare", str(base), str(worse), "--json", str(out)]) == 1
     captured = capsys.readouterr()
-    assert "FAIL: 1 regression(s) beyond 5 %: t::a (mine.json, 1.1x)" in captured.err
+    assert "FAIL: 1 regression(s) beyond the threshold: t::a (mine.json, 1.1x)" in captured.err
     assert ("gate: t::a (mine.json): slower: 1.1x (95 % 1.079 .. 1.121) over 3+ rounds a side, host "
             "clock, threshold ±5 %: the whole interval is slower by more than the threshold") in captured.out
     assert json.loads(out.read_text())["baseline"] == "main.json"

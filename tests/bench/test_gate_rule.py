@@ -181,9 +181,9 @@ def test_cli_rounds_catch_a_slowdown_and_pass_unchanged_code(tmp_path, capsys):
     b = saved(tmp_path / "b.json", rounds_of("x", [1.10, 1.11, 1.09], 40))
     c = saved(tmp_path / "c.json", rounds_of("x", [1.01, 0.99, 1.0], 50))
     assert main(["compare", a, b]) == 1
-    assert "FAIL: 1 regression(s) beyond 5 %: x (b.json, 1.1" in capsys.readouterr().err
+    assert "FAIL: 1 regression(s) beyond the threshold: x (b.json, 1.1" in capsys.readouterr().err
     assert main(["compare", a, c, "--strict"]) == 0
-    assert "PASS: 1 compared, none slower beyond 5 %" in capsys.readouterr().err
+    assert "PASS: 1 compared, none slower beyond the threshold" in capsys.readouterr().err
 
 
 def test_cli_says_when_it_compared_nothing(tmp_path, capsys):
@@ -263,3 +263,12 @@ def test_plugin_an_empty_baseline_is_said(pytester):
     result = pytester.runpytest("--gpu-benchmark-compare=base.json")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["nothing compared: base.json holds no results"])
+
+
+def test_device_clocks_default_to_a_smaller_threshold():
+    assert gate.default_threshold("host") == 5.0 and gate.default_threshold(None) == 5.0
+    assert gate.default_threshold("cupti") == 2.0 and gate.default_threshold("cupti+gpu") == 2.0
+    assert gate.default_threshold("cupti+host") == 5.0  # mixed: the host clock's
+    assert gate.stored(1.06, 1.03, 1.08, 3, 3, None, "cupti").verdict == "slower"
+    assert gate.stored(1.06, 1.03, 1.08, 3, 3, None, "host").verdict == "inconclusive"
+    assert gate.stored(1.06, 1.03, 1.08, 3, 3, 1.0, "host").verdict == "slower"
