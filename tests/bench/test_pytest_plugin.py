@@ -106,7 +106,8 @@ def test_compare_without_fail_threshold_only_reports(pytester, bench_file):
     rewrite_baseline(base, 0.1)
     result = pytester.runpytest(f"--gpu-benchmark-compare={base}", "--gpu-benchmark-rounds=3")
     result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*saved*ratio*verdict*", "*test_one*slower*"])
+    # one result is enough to show the column: under load a sleep's interval may be too wide to call
+    result.stdout.fnmatch_lines(["*saved*ratio*verdict*", "*test_two *slower*"])
 
 
 def test_disable_runs_each_function_once(pytester):
