@@ -98,7 +98,7 @@ def test_benchmark_of_several_and_its_errors():
     r = gp.benchmark({"a": ref, "b": ref, "c": slow}, rounds=6, threshold=3, **QUICK)
     assert set(r.decisions) == {"b", "c"} and r.decisions["c"].threshold_pct == 3
     with pytest.raises(AttributeError, match="several candidates"):
-        r.verdict
+        _ = r.verdict
     with pytest.raises(ValueError, match="two or more"):
         gp.benchmark({"a": ref})
     with pytest.raises(TypeError, match="'b' must be callable"):

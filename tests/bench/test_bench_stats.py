@@ -9,6 +9,7 @@ from gpuprofile import _stats
 from gpuprofile.bench.benchmark import throughput
 from gpuprofile.bench.result import throttle_reason_names
 
+
 @pytest.mark.parametrize(
     "n, ranks",
     [
