@@ -390,7 +390,7 @@ class GpuBenchmarkFixture:
     def compare(self, candidate, reference, *args, threshold=None, **kwargs):
         """A/B in one run: candidate(*args, **kwargs) against reference(...) in interleaved
         rounds with the order rotated (gpuprofile.benchmark of both: bench/ab.py); fails the
-        test when the candidate is slower beyond `threshold` percent (default 5) by the gates'
+        test when the candidate is slower beyond `threshold` percent (default 5 host, 2 GPU) by the gates'
         rule, passes 'same', 'faster' and 'inconclusive' (the line says which). Both sides'
         results are recorded (NAME[reference], NAME[candidate]). Returns the ABResult."""
         if self._state.disabled:
