@@ -12,12 +12,14 @@ reported beside torch SDPA (flash backend) on the same inputs.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import statistics
 import sys
 
 import gpuprofile as gp
 from gpuprofile import _C, kernels
+from gpuprofile.bench.ab import interleave
 
 
 def _time_ms(torch, fn, calls: int) -> float:
@@ -53,11 +55,8 @@ def run(shape, causal: bool, calls: int, rounds: int) -> dict:
     variants["sdpa_flash"] = sdpa
     for fn in variants.values():  # warm-up: kernels loaded, the pool grown
         _time_ms(torch, fn, 3)
-    times: dict = {name: [] for name in variants}
-    for r in range(rounds):
-        names = list(variants) if r % 2 == 0 else list(reversed(variants))
-        for name in names:
-            times[name].append(_time_ms(torch, variants[name], calls))
+    times = interleave({name: functools.partial(_time_ms, torch, fn, calls)
+                        for name, fn in variants.items()}, rounds)
     flops = 4 * b * h * n * n * d * (0.5 if causal else 1.0)
     med = {name: statistics.median(t) for name, t in times.items()}
     return {

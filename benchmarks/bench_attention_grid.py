@@ -36,6 +36,7 @@ different clocks; clock_vs_cudnn in the JSON). Prints a table, writes JSON (--ou
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -431,13 +432,12 @@ def run_case(impls, case, causal, max_time, rounds):
     times kept for paired ratios (add_ratios): on a GPU whose clock drifts with its temperature,
     timings next to each other compare like with like, where one timing each, always in the
     same order, gave the first a warmer or cooler GPU than the last."""
+    from gpuprofile.bench.ab import interleave
+
     rows = [prepare(impl, case, causal) for impl in impls]
     ready = [i for i, row in enumerate(rows) if row["status"] == "ready"]
-    timings = {i: [] for i in ready}
-    for k in range(rounds):
-        shift = k % len(ready) if ready else 0
-        for i in ready[shift:] + ready[:shift]:
-            timings[i].append(time_once(impls[i], case, causal, rows[i]["flops"], max_time))
+    timings = interleave({i: functools.partial(time_once, impls[i], case, causal, rows[i]["flops"],
+                                               max_time) for i in ready}, rounds)
     return [finish(row, timings[i]) if i in timings else row for i, row in enumerate(rows)]
 
 

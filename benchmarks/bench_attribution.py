@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 import gpuprofile as gp
+from gpuprofile.bench.ab import rotation  # A/B's rotated order (bench/ab.py)
 
 
 def model(layers=4, d=768, heads=12, vocab=8192):
@@ -83,8 +84,8 @@ def region_cost(n: int, rounds: int) -> dict:
     cases = (("attribution", True, None), ("attribution_torch_stream", True, side),
              ("no_attribution", False, None), ("not_tracing", None, None))
     out = {key: [] for key, _, _ in cases}
-    for _ in range(rounds):
-        for key, regions, stream in cases:
+    for i in range(rounds):
+        for key, regions, stream in rotation(cases, i):  # no case always first or last
             r = gp.region("r", stream=stream)
             with (gp.profile(memory=False, regions=regions) if regions is not None
                   else contextlib.nullcontext()):

@@ -35,6 +35,8 @@ import statistics
 import tempfile
 import time
 
+from gpuprofile.bench.ab import rotation  # A/B's rotated order (bench/ab.py)
+
 MULTICAST_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
                  "NVSHMEM_DISABLE_NVLS": "1"}
 os.environ.update(MULTICAST_OFF)
@@ -104,7 +106,7 @@ def rank_main(rank: int, world: int, port: int, args, out_dir: str) -> None:
     trace = None
     for b in range(args.blocks):
         last = b == args.blocks - 1
-        for mode in MODES[b % len(MODES):] + MODES[:b % len(MODES)]:  # rotated
+        for mode in rotation(MODES, b):
             ddp, opt = runs[mode]
             got, path = _block(torch, gp, ddp, opt, x, mode != "plain", args.steps,
                                os.path.join(out_dir, "ddp.json.gz") if last and mode == "traced" else None)

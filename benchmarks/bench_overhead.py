@@ -30,6 +30,7 @@ import threading
 import time
 
 import gpuprofile as gp
+from gpuprofile.bench.ab import rotation  # A/B's rotated order (bench/ab.py)
 
 
 def per_iter_ns(body, n: int, repeats: int) -> float:
@@ -142,8 +143,8 @@ def measure(n: int, repeats: int) -> dict:
     gp.records()
     gp.reset()
     samples: dict[str, list] = {}
-    for _ in range(repeats):
-        for name, body, kind in variants:
+    for r in range(repeats):
+        for name, body, kind in rotation(variants, r):  # no variant always first or last
             if kind == "disabled":
                 gp.disable()
             t0 = time.perf_counter_ns()

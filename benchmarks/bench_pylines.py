@@ -41,6 +41,8 @@ import time
 
 from _children import run_child
 
+from gpuprofile.bench.ab import rotation  # A/B's rotated order (bench/ab.py)
+
 # mode: (CUPTI callback domains: 1 runtime, 2 driver, 3 both; work: 0 return at once, 1 full,
 # 2 without the last-capture cache; whole stack)
 MODES = {
@@ -159,7 +161,7 @@ def _rotate(run, batch: int, rounds: int, modes: dict) -> dict:
     try:
         for i in range(rounds):
             gc.collect()
-            for mode in order[i % len(order):] + order[:i % len(order)]:
+            for mode in rotation(order, i):
                 if mode != "off":
                     modes[mode][0]()
                 run(2)  # warm: the first capture of a line fills the tables

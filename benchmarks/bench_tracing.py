@@ -36,6 +36,8 @@ import time
 import numpy as np
 from _children import run_child
 
+from gpuprofile.bench.ab import rotation  # A/B's rotated order (bench/ab.py)
+
 MODES = {
     "off": "no tracing",
     "bare-cupti": "bare CUPTI client, CONCURRENT_KERNEL",
@@ -213,7 +215,7 @@ def child_region_clock(n: int, rounds: int) -> dict:
     launch(1000)
     _C._synchronize()
     for r in range(rounds + 1):
-        for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+        for mode in rotation(modes, r):
             gp.reset()
             with gp.profile(region_clock="events" if mode == "events" else "cupti"):
                 _C._synchronize()
@@ -355,8 +357,8 @@ def main(argv=None) -> int:
     modes = [m for m in MODES if m != "torch.profiler" or _torch_available()]
     # Every mode once per round, rounds repeated: the machine's drift (this VM's launch cost moves
     # by ±0.5 us between processes) hits every mode alike; the figure is the median of all repeats.
-    for _ in range(args.rounds):
-        for mode in modes:
+    for r in range(args.rounds):
+        for mode in rotation(modes, r):
             got = _child(["launch", mode, str(args.launches), str(args.repeats)])
             merged = results["launch"].setdefault(mode, {"mode": mode, "launches": args.launches,
                                                          "ns_per_launch": []})

@@ -43,6 +43,8 @@ import time
 
 from _children import run_child, write_json
 
+from gpuprofile.bench.ab import rotation  # A/B's rotated order (bench/ab.py)
+
 WORKLOADS = ("mlp", "transformer", "ddp")
 FAMILIES = ("gpuprofile", "torch", "proton", "cupti")
 MIN_ROUNDS = 6  # the fewest samples with a 95 % interval of their median
@@ -98,12 +100,6 @@ def family_modes(family: str, workload: str) -> list:
 
 
 # ---- the interleaved blocks (pure: fake steps and clocks in tests/tracing/test_bench_training.py)
-
-def rotation(order: list, i: int) -> list:
-    """Round i's order: `order` rotated left by i, so that every mode takes every place."""
-    k = i % len(order)
-    return order[k:] + order[:k]
-
 
 def run_rounds(modes: dict, step_of, sync, steps: int, rounds: int, keep_going,
                clock=time.perf_counter, after_block=None) -> dict:

@@ -195,6 +195,7 @@ _LAZY = {
     "ceilings": "counters.roofline", "plot_roofline": "counters.roofline",
     "benchmark": "bench.benchmark", "BenchmarkResult": "bench.result", "do_bench": "bench.do_bench",
     "Comparison": "bench.result", "compare": "bench.result", "Stream": "streams",
+    "ABResult": "bench.ab",
     "schedule": "tracing.schedule", "ProfilerAction": "tracing.schedule",
     "merge_traces": "tracing.merge", "TraceFileError": "tracing.merge", "rank_info": "distributed",
 }
@@ -207,6 +208,7 @@ if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step 
     import numpy
 
     from . import distributed as distributed
+    from .bench.ab import ABResult as ABResult
     from .bench.benchmark import benchmark as benchmark
     from .bench.do_bench import do_bench as do_bench
     from .bench.result import BenchmarkResult as BenchmarkResult

@@ -12,7 +12,9 @@ BenchmarkResult), and prints one line:
 
     16.6 µs ± 0.1 µs per call (median ± 95 % CI, CUPTI, 735 calls)
 
--v shows the whole result (text and HTML) instead. Beyond %timeit: -m/--mode cold|hot|graph,
+-v shows the whole result (text and HTML) instead. `%%gpu_timeit --ab [SETUP]` times each line
+of the cell as its own statement, A/B in one run (the first line the reference: bench/ab.py).
+Beyond %timeit: -m/--mode cold|hot|graph,
 --flops F, --bytes B, --clock C, --max-time S, --max-noise X, --name NAME. `%gpu_timeit?` shows
 them all. Options end at the first word that is not one (or at `--`); the rest of the line is
 the statement, verbatim. Statements see the notebook's names; setup runs in a copy of them, so it
@@ -130,6 +132,9 @@ class GpuProfileMagics(Magics):
     @argument("--max-noise", type=float, default=0.005, metavar="X",
               help="stop once the CI's half-width is within this fraction of the median")
     @argument("--name", help="the result's name (default: the statement)")
+    @argument("--ab", action="store_true",
+              help="A/B in one run: %%%%gpu_timeit --ab [SETUP], one statement per cell line, the "
+                   "first the reference; interleaved rounds (-r, default 10), paired ratios")
     @line_cell_magic
     def gpu_timeit(self, line: str, cell: str | None = None):
         """Benchmark a statement on the GPU with gpuprofile.benchmark, the way %timeit reads:
@@ -156,6 +161,8 @@ class GpuProfileMagics(Magics):
             from .streams import Stream
 
             namespace["stream"] = Stream()
+        if args.ab:
+            return self._ab(stmt if cell is not None else None, setup, namespace, args)
         try:
             fn, _ = compile_stmt(self.shell.transform_cell(stmt), self.shell.transform_cell(setup)
                                  if setup.strip() else "", namespace, name=args.name)
@@ -170,6 +177,38 @@ class GpuProfileMagics(Magics):
         elif not args.quiet:
             print(summary_line(result))
         return result if args.output else None
+
+    def _ab(self, cell, setup, namespace, args):
+        """--ab: each line of the cell is a statement, the first the reference (bench/ab.py)."""
+        from .bench.benchmark import run_ab
+
+        stmts = [line.strip() for line in (cell or "").splitlines() if line.strip()]
+        if len(stmts) < 2:
+            raise UsageError("--ab compares the lines of a cell: %%gpu_timeit --ab [SETUP], then "
+                             "one statement per line, the first the reference")
+        setup = self.shell.transform_cell(setup) if setup.strip() else ""
+        try:
+            fns = {s: compile_stmt(self.shell.transform_cell(s), setup, namespace, name=s)[0]
+                   for s in stmts}
+        except BadStatement as e:
+            raise UsageError(str(e)) from None
+        options = dict(max_noise=args.max_noise, mode=args.mode, clock=args.clock,
+                       stream=namespace.get("stream"), flops=args.flops, bytes=args.bytes)
+        if args.max_time != 5.0:  # the single-statement default; A/B rounds are shorter
+            options["max_time"] = args.max_time
+        if args.rounds != 1:
+            options["rounds"] = args.rounds
+        try:
+            ab = run_ab(fns, (), {}, options)
+        except (TypeError, ValueError) as e:
+            if getattr(e, "__notes__", None):
+                raise
+            raise UsageError(str(e)) from None
+        if args.verbose and not args.quiet:
+            display(ab)
+        elif not args.quiet:
+            print(repr(ab))
+        return ab if args.output else None
 
     @staticmethod
     def _measure(fn, args, stream):

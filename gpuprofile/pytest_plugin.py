@@ -65,7 +65,10 @@ def pytest_addoption(parser):
     group.addoption("--gpu-benchmark-fail-slower", metavar="PCT", type=float, default=None,
                     help="the same as --gpu-benchmark-compare-fail=median:PCT%%: fail a test "
                          "whose median is slower than the saved one by more than PCT %% with "
-                         "95 %% confidence")
+                         "95 %% confidence, both measured in 3+ rounds (else 'inconclusive')")
+    group.addoption("--gpu-benchmark-compare-strict", action="store_true",
+                    help="with --gpu-benchmark-compare: fail a test that has no saved result of "
+                         "its name, or whose median verdict is 'inconclusive'")
     group.addoption("--gpu-benchmark-only", action="store_true",
                     help="run only the tests that use gpu_benchmark (skip the others)")
     group.addoption("--gpu-benchmark-skip", action="store_true",
@@ -101,6 +104,7 @@ class _State:
         self.compare_spec = opt("--gpu-benchmark-compare")
         self.fail_exprs = list(opt("--gpu-benchmark-compare-fail") or [])
         self.fail_slower = opt("--gpu-benchmark-fail-slower")
+        self.strict = opt("--gpu-benchmark-compare-strict")
         self.only, self.skip = opt("--gpu-benchmark-only"), opt("--gpu-benchmark-skip")
         self.histogram = opt("--gpu-benchmark-histogram")
         self.columns_text = opt("--gpu-benchmark-columns")
@@ -236,6 +240,10 @@ def _check_options(state: _State) -> None:
         state.thresholds = parse(exprs)
     except ValueError as e:
         raise pytest.UsageError(f"--gpu-benchmark-compare-fail: {e}") from None
+    if exprs and not state.thresholds:  # a gate that gates nothing must not pass silently
+        raise pytest.UsageError(f"--gpu-benchmark-compare-fail={','.join(exprs)!r} gives no threshold")
+    if state.strict and state.compare_spec is None:
+        raise pytest.UsageError("--gpu-benchmark-compare-strict needs --gpu-benchmark-compare[=NUM|PATH]")
     if state.thresholds and state.compare_spec is None:
         option = "--gpu-benchmark-compare-fail" if state.fail_exprs else "--gpu-benchmark-fail-slower"
         raise pytest.UsageError(f"{option} needs --gpu-benchmark-compare[=NUM|PATH]")
@@ -264,6 +272,10 @@ def _resolve_compare(state: _State) -> None:
     if not state.is_worker:
         data = _read(path)  # a bad file is a usage error up front, not one per test
         state.baseline_machine = data.get("machine_info")  # under xdist only workers read it later
+        if not data.get("results"):
+            if state.strict:
+                raise pytest.UsageError(f"--gpu-benchmark-compare-strict: {path} holds no results")
+            state.notes.append(f"nothing compared: {path} holds no results")
 
 
 def _is_path(spec: str) -> bool:
@@ -375,6 +387,27 @@ class GpuBenchmarkFixture:
         self._record(run(fn, tuple(args), kwargs, make_options(**merged), setup=setup))
         return value
 
+    def compare(self, candidate, reference, *args, threshold=None, **kwargs):
+        """A/B in one run: candidate(*args, **kwargs) against reference(...) in interleaved
+        rounds with the order rotated (gpuprofile.benchmark of both: bench/ab.py); fails the
+        test when the candidate is slower beyond `threshold` percent (default 5 host, 2 GPU) by the gates'
+        rule, passes 'same', 'faster' and 'inconclusive' (the line says which). Both sides'
+        results are recorded (NAME[reference], NAME[candidate]). Returns the ABResult."""
+        if self._state.disabled:
+            reference(*args, **kwargs)
+            candidate(*args, **kwargs)
+            return None
+        from .bench.benchmark import run_ab
+
+        options = {**self._defaults, **{k: kwargs.pop(k) for k in list(kwargs) if k in _OPTIONS}}
+        options["name"] = self._next_name()
+        ab = run_ab({"reference": reference, "candidate": candidate}, args, kwargs, options, threshold)
+        for result in ab.results.values():
+            self._record(result)
+        if ab.fails:
+            pytest.fail(f"gpu_benchmark {options['name']}: " + "; ".join(ab.lines()), pytrace=False)
+        return ab
+
     def _next_name(self) -> str:
         return self.name if not self.results else f"{self.name}#{len(self.results) + 1}"
 
@@ -387,14 +420,19 @@ class GpuBenchmarkFixture:
         if base is not None:
             entry["baseline"] = dict(base)
         self._state.entries.append(entry)
+        if base is None and self._state.strict:
+            pytest.fail(f"gpu_benchmark {result.name}: not compared: no saved result of this name in "
+                        f"{self._state.compare_path} (renamed?; --gpu-benchmark-compare-strict)",
+                        pytrace=False)
         if base is not None and self._state.thresholds:
-            _check_thresholds(result, entry["baseline"], self._state.thresholds)
+            _check_thresholds(result, entry["baseline"], self._state.thresholds, self._state)
 
 
-def _check_thresholds(result, base, thresholds):
+def _check_thresholds(result, base, thresholds, state=None):
     """Fails the test when `result` breaks a --gpu-benchmark-compare-fail threshold against the
     saved `base`, and when either cannot be trusted (the gate fails closed, never passes). The
-    median is judged with both confidence intervals (bench/thresholds.py)."""
+    median is judged by the gates' rule (bench/gate.py decide(): the threshold, both intervals,
+    rounds); other statistics plainly, as pytest-benchmark does (bench/thresholds.py)."""
     from ._stats import ratio_interval
     from .bench import gate
     from .bench.thresholds import failure
@@ -407,16 +445,25 @@ def _check_thresholds(result, base, thresholds):
     now = result.to_dict(samples=False)
     mine, saved = gate.interval(result), (base["ci_low_ms"], base["ci_high_ms"])
     ratio = ratio_interval(*mine, *saved)
-    failures = []
+    failures, unsure = [], []
     for t in thresholds:
-        interval = (ratio if t.percent else (mine, saved)) if t.stat == "median" else None
-        why = failure(t, now, base, interval)
+        if t.stat == "median":
+            pct = t.value if t.percent else t.value / base["median_ms"] * 100
+            d = gate.stored(result.median_ms / base["median_ms"], *ratio, result.rounds,
+                            base.get("rounds", 1), pct)
+            (failures if d.fails else unsure if d.verdict == "inconclusive" else []).append(
+                f"{t.text}: {d.line(clock=result.clock)}")
+            continue
+        why = failure(t, now, base, None)
         if why is not None:
             failures.append(why)
+    if unsure and state is not None and not failures:
+        if state.strict:
+            failures += unsure
+        else:
+            state.notes += [f"inconclusive (passes): {result.name}: {u}" for u in unsure]
     if failures:
-        scope = "within one run" if min(result.rounds, base.get("rounds", 1)) <= 1 else "over rounds"
-        pytest.fail(f"gpu_benchmark {result.name}: " + "; ".join(failures) + f" ({scope})",
-                    pytrace=False)
+        pytest.fail(f"gpu_benchmark {result.name}: " + "; ".join(failures), pytrace=False)
 
 
 def _fail_if_slower(result, base, pct):
@@ -504,8 +551,14 @@ def pytest_terminal_summary(terminalreporter, config):
         tr.write_line("disabled (--gpu-benchmark-disable): each function ran once, untimed")
         return
     if state.entries:
-        for line in summary_lines(state.entries, state.columns, state.sort):
+        median_pct = [t.value for t in state.thresholds if t.stat == "median" and t.percent]
+        for line in summary_lines(state.entries, state.columns, state.sort, min(median_pct, default=None)):
             tr.write_line(line)
+    unmatched = [e["name"] for e in state.entries if "baseline" not in e]
+    if state.compare_path is not None and unmatched:  # a renamed test is not compared: say so
+        what = "nothing compared" if len(unmatched) == len(state.entries) else "not compared"
+        tr.write_line(f"{what}: {len(unmatched)} result(s) have no saved result of their name in "
+                      f"{state.compare_path}: {', '.join(unmatched)}")
     if state.compare_path is not None and any("baseline" in e for e in state.entries):
         tr.write_line(f"compared with {state.compare_path}")
         note = _machine_note(state)

@@ -69,7 +69,7 @@ def test_comparisons(bench_result):
     cmp = gp.compare([bench_result, slower])
     df = cmp.to_pandas()
     assert list(df.columns) == ["name", "median_ms", "rel_noise", "ratio", "ratio_low",
-                                "ratio_high", "verdict"]
+                                "ratio_high", "verdict", "why"]
     assert list(df["verdict"]) == [r.verdict for r in cmp.rows] and df.loc[1, "ratio"] == 2.0
     assert df.loc[0, "verdict"] == "baseline" and list(df["median_ms"]) == [2.0, 4.0]
     rows = [FileRow("op", "a.json", 2.0, 0.01, 1.0, 1.0, 1.0, "baseline"),
@@ -207,7 +207,7 @@ def test_cli_bench_and_compare_write_csv(tmp_path):
     assert out.returncode == 0, out.stderr
     rows = read_csv(tmp_path / "c.csv")
     assert rows[0] == ["name", "file", "median_ms", "rel_noise", "ratio", "ratio_low", "ratio_high",
-                       "verdict", "rounds"]
+                       "verdict", "rounds", "why"]
     assert [r[0] for r in rows[1:]] == ["s", "s"] and rows[1][7] == "baseline"
 
 

@@ -47,7 +47,7 @@ EXPECTED = [
     r"gpuprofile\.tracing\.summary\.Summary",
     r"float \| list\[Any\]",
     r"def \(name: str, .*\) -> gpuprofile\.bench\.result\.BenchmarkResult",
-    r"def \(results: Any, baseline: Any =\) -> gpuprofile\.bench\.result\.Comparison",
+    r"def \(results: Any, baseline: Any =, threshold: Any =\) -> gpuprofile\.bench\.result\.Comparison",
     r"def \(fn: Any, \*args: Any, .*\) -> gpuprofile\.counters\.stalls\.StallReport",
     r"def \(paths: Any, output: Any, .*\) -> gpuprofile\.tracing\.merge\.MergeResult",
     r".*gpuprofile\.distributed\.RankInfo.*",  # a NamedTuple

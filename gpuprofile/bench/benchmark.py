@@ -150,13 +150,20 @@ def run(fn, args: tuple, kwargs: dict, opts: Options, setup=None):
     if setup is not None and opts.mode != "cold":
         raise ValueError(f"setup runs between timed iterations: it needs mode='cold', not {opts.mode!r}")
     name = opts.name or _fn_name(fn)
-    measure = _run_gpu if _use_gpu(opts) else _run_host
+    measure = measurer(opts)
     results = [measure(fn, args, kwargs, opts, setup, name)]
     opts = dataclasses.replace(opts, inner=results[0].inner)  # every round's samples alike
     results += [measure(fn, args, kwargs, opts, setup, name) for _ in range(opts.rounds - 1)]
     result = results[0] if opts.rounds == 1 else merge_rounds(results)
     _warn_if_noisy(result)
     return result
+
+
+def measurer(opts: Options):
+    """The function that takes one whole measurement (first call, warm-up, timing) under `opts`:
+    measure(fn, args, kwargs, opts, setup, name) -> BenchmarkResult. Used by run() and by A/B
+    rounds (bench/ab.py)."""
+    return _run_gpu if _use_gpu(opts) else _run_host
 
 
 def _per_sample(opts: Options, inner: int) -> Options:
@@ -269,6 +276,53 @@ def _run_gpu(fn, args, kwargs, opts, setup, name):
                          event_median_ms=event_median)
 
 
+def _named(fns) -> dict:
+    """{name: callable} of A/B's callables: a dict's keys, or a list's callables' own names."""
+    if isinstance(fns, dict):
+        named = {str(k): v for k, v in fns.items()}
+    else:
+        named = {}
+        for k, fn in enumerate(fns):
+            name = _fn_name(fn)
+            named[name if name not in named else f"{name}#{k + 1}"] = fn
+    if len(named) < 2:
+        raise ValueError(f"A/B needs two or more callables, got {len(named)}")
+    for name, fn in named.items():
+        if not callable(fn):
+            raise TypeError(f"gpuprofile.benchmark: {name!r} must be callable, got {type(fn).__name__}")
+    return named
+
+
+def run_ab(fns, args: tuple, kwargs: dict, options: dict, threshold=None):
+    """benchmark() of a dict or list of callables (bench/ab.py): each one measured once per
+    round, a whole measurement each time, the rounds interleaved with the order rotated."""
+    from . import ab, gate
+
+    named = _named(fns)
+    if threshold is not None:
+        threshold = gate.threshold_pct(threshold)  # a bad one refused before anything runs
+    given = options
+    options = {**ab.AB_DEFAULTS, **options}
+    if "min_time" not in given:  # a shorter max_time given alone shortens the whole round
+        options["min_time"] = min(options["min_time"], options["max_time"])
+    rounds, prefix = options.pop("rounds"), options.pop("name", None)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 2:
+        raise ValueError(f"A/B rounds must be an int >= 2 (10 by default), got {rounds!r}")
+    opts = make_options(**options)
+    measure = measurer(opts)
+    fixed: dict = {}  # host clock: each callable's samples group as many calls in every round
+
+    def one(name):
+        mine = fixed.get(name, opts)
+        label = f"{prefix}[{name}]" if prefix else name
+        r = measure(named[name], args, kwargs, dataclasses.replace(mine, name=label), None, label)
+        fixed[name] = dataclasses.replace(mine, inner=r.inner)
+        return r
+
+    per_round = ab.interleave({name: functools.partial(one, name) for name in named}, rounds)
+    return ab.result(per_round, threshold)
+
+
 def benchmark(fn, *args, **kwargs) -> BenchmarkResult:
     """Time `fn(*args, **kwargs)` on the GPU and return a BenchmarkResult with its uncertainty.
 
@@ -298,7 +352,19 @@ def benchmark(fn, *args, **kwargs) -> BenchmarkResult:
     pools the samples and its interval also spans every round's median, so it covers the spread
     between runs, not only the noise within one (what a CI gate needs: docs/benchmark.md).
     Times (warmup, min_time, max_time) are seconds. Every other keyword goes to fn.
+
+    A/B in one run: give a dict {name: callable} (the first is the reference) or a list of
+    callables instead of fn, and each is measured once per round in `rounds` (default 10)
+    interleaved rounds with the order rotated, all with the same args; returns an ABResult
+    (bench/ab.py): each side's own result, the median of the paired per-round ratios with its
+    95 % interval, and one verdict (slower / faster / same within `threshold` percent, default
+    5 on the host clock, 2 on the device clocks, or inconclusive). Rounds default to 0.05 ..
+    0.5 s each there.
     """
+    if isinstance(fn, (dict, list, tuple)):
+        threshold = kwargs.pop("threshold", None)
+        options, fn_kwargs = split_options(kwargs)
+        return run_ab(fn, args, fn_kwargs, options, threshold)
     options, fn_kwargs = split_options(kwargs)
     return run(fn, args, fn_kwargs, make_options(**options))
 

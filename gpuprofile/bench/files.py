@@ -79,6 +79,7 @@ class FileRow:
     ratio_high: float
     verdict: str  # baseline | faster | slower | same | unknown | new (not in the baseline)
     rounds: int = 1  # whole measurements behind the result (its interval spans their medians)
+    why: str = ""  # the gate's line (bench/gate.py Decision.line)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -103,8 +104,8 @@ class FileComparison(Tabular):
         return [r.to_dict() for r in self.rows]
 
     def regressions(self, threshold_pct: float = 0.0) -> list:
-        """Rows slower than the baseline by more than threshold_pct with 95 % confidence: the
-        ratio's lower bound exceeds 1 + threshold_pct / 100."""
+        """Rows the gate's rule called slower (bench/gate.py decide(), at compare_files'
+        threshold) whose ratio's lower bound also exceeds 1 + threshold_pct / 100."""
         return [r for r in self.rows if r.verdict == "slower" and r.ratio_low > 1 + threshold_pct / 100]
 
     def scope_note(self) -> str:
@@ -152,7 +153,7 @@ class FileComparison(Tabular):
         return html_table(headers, body, title=self._title())
 
 
-def compare_files(files, baseline: int = 0) -> FileComparison:
+def compare_files(files, baseline: int = 0, threshold=None) -> FileComparison:
     """Compare [(label, [BenchmarkResult, ...]), ...] against files[baseline]: each result's
     median ratio to the baseline's, with the interval and verdict of bench.result.compare().
     A result a gate cannot trust (bench/gate.py) is a ResultFileError naming its file, result
@@ -187,8 +188,8 @@ def compare_files(files, baseline: int = 0) -> FileComparison:
                              r.rounds) for f, r in present]
             continue
         missing += [(name, labels[i]) for i, keyed in enumerate(table) if name not in keyed]
-        result = compare(dict(present), baseline=labels[baseline])
+        result = compare(dict(present), baseline=labels[baseline], threshold=threshold)
         for (f, r), row in zip(present, result.rows, strict=True):
             rows.append(FileRow(r.name, f, row.median_ms, row.rel_noise, row.ratio, row.ratio_low,
-                                row.ratio_high, row.verdict, r.rounds))
+                                row.ratio_high, row.verdict, r.rounds, row.why))
     return FileComparison(labels[baseline], labels, rows, missing)

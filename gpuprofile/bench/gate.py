@@ -1,4 +1,6 @@
-"""What a regression gate may trust in a benchmark result, and the interval it compares.
+"""What a regression gate may trust in a benchmark result, the interval it compares, and the
+one rule every gate decides by (decide(): `gpuprofile compare`, the pytest plugin's compare-fail,
+gp.compare, and A/B in one run, bench/ab.py).
 
 A gate (`gpuprofile compare --fail-slower`, the pytest plugin's --gpu-benchmark-fail-slower)
 fails closed: a result whose median or interval is not a finite positive number, whose samples
@@ -10,6 +12,7 @@ plugin's saved entries) and BenchmarkResults alike; NumPy is imported only to ch
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 
 # The median saved with a result must equal its samples' median to this relative tolerance
 # (both come from the same float64 samples; the slack only covers summation order).
@@ -57,10 +60,83 @@ def problem(result) -> str | None:
     if not low <= median <= high:
         return (f"'median_ms' {median:.6g} lies outside its interval 'ci_low_ms' .. 'ci_high_ms' "
                 f"{low:.6g} .. {high:.6g}")
+    why = _rounds_problem(result, low, high)
+    if why is not None:
+        return why
     samples = _get(result, "samples")
     if samples is None or len(samples) == 0:
+        return _extremes_problem(result, low, high)
+    return _samples_problem(samples, median) or _interval_problem(result, samples, low, high)
+
+
+def _slack(result) -> float:
+    """How far a saved interval may reach past its samples: the clock's resolution it was
+    widened by (bench/_stats.resolve), or nothing where the result does not say."""
+    step = _get(result, "resolution_ms")
+    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step) or step < 0:
+        return 0.0
+    return float(step)
+
+
+def _rounds_problem(result, low: float, high: float) -> str | None:
+    """`rounds` is what tells a gate the interval covers the spread between runs: it must be a
+    count, and every saved round median must lie in the interval that claims to span them."""
+    rounds = _get(result, "rounds")
+    if rounds is None:
         return None
-    return _samples_problem(samples, median)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        return f"'rounds' is {rounds!r} (must be an int >= 1)"
+    medians = _get(result, "round_medians_ms")
+    if not medians:
+        return None
+    if len(medians) != rounds:
+        return f"'round_medians_ms' has {len(medians)} medians for 'rounds' {rounds}"
+    for k, m in enumerate(medians):
+        why = _number_problem(f"round_medians_ms[{k}]", m)
+        if why is not None:
+            return why
+        if not low <= m <= high:
+            return (f"'round_medians_ms'[{k}] {m:.6g} lies outside the interval 'ci_low_ms' .. "
+                    f"'ci_high_ms' {low:.6g} .. {high:.6g} that spans the rounds")
+    return None
+
+
+def _outside(low: float, high: float, lo_bound: float, hi_bound: float) -> bool:
+    tol = 1e-9 * max(abs(lo_bound), abs(hi_bound))
+    return low < lo_bound - tol or high > hi_bound + tol
+
+
+def _extremes_problem(result, low: float, high: float) -> str | None:
+    """Without samples: the interval's ends are order statistics (or round medians) of the
+    samples, so they cannot lie beyond the saved min and max by more than the resolution."""
+    lo, hi = _get(result, "min_ms"), _get(result, "max_ms")
+    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)
+           for x in (lo, hi)):
+        return None  # pytest-benchmark files and older saves may lack them: nothing to check
+    step = _slack(result)
+    if _outside(low, high, lo - step, hi + step):
+        return (f"the interval 'ci_low_ms' .. 'ci_high_ms' {low:.6g} .. {high:.6g} reaches past "
+                f"the samples' 'min_ms' .. 'max_ms' {lo:.6g} .. {hi:.6g}")
+    return None
+
+
+def _interval_problem(result, samples, low: float, high: float) -> str | None:
+    """With samples: the saved interval must hold the samples' own 95 % interval of the median
+    and reach no further than the round medians and the clock's resolution allow."""
+    from .. import _stats
+
+    own_low, own_high = _stats.median_ci(samples)
+    if own_low != own_low:  # fewer than 6 samples: there is no interval to hold
+        return None
+    medians = list(_get(result, "round_medians_ms") or [])
+    step = _slack(result)
+    if _get(result, "resolution_ms") is None:  # saved before resolution_ms: widened by interval()
+        step = max(step, own_high - own_low)
+    if (low > own_low * (1 + 1e-9) or high < own_high * (1 - 1e-9)
+            or _outside(low, high, min([own_low, *medians]) - step, max([own_high, *medians]) + step)):
+        return (f"the interval 'ci_low_ms' .. 'ci_high_ms' {low:.6g} .. {high:.6g} is not its "
+                f"samples' ({own_low:.6g} .. {own_high:.6g}, resolution {step:.3g} ms)")
+    return None
 
 
 def _is_nan(value) -> bool:
@@ -105,3 +181,136 @@ def interval(result) -> tuple[float, float]:
     if _get(result, "resolution_ms") is not None or samples is None or not len(samples):
         return low, high
     return _stats.resolve(samples, low, high)[:2]
+
+
+# ---- the decision rule ---------------------------------------------------------------------------
+#
+# Every gate calls decide(). "slower" needs both (1) an effect beyond a minimum threshold and
+# (2) an interval that covers the spread between runs; where the interval covers one run only,
+# a difference it shows is "inconclusive" (it may be drift between runs), never "slower".
+#
+# DEFAULT_THRESHOLD_PCT (host clock): on the CPU machine (docs/benchmarks.md, gate error rates)
+# the median of unchanged code moved by 1.25 % at the 99th percentile between consecutive runs on
+# a quiet machine, and by up to 10 % under neighbours' load (issue 44). Interleaved A/B rounds
+# cancel most of that drift; 5 % is about four times the quiet spread, small enough that a
+# planted 10 % slowdown is caught in one A/B run and large enough that an interval which spans
+# rounds does not flag the run-to-run wobble it sampled only a few times.
+# DEVICE_THRESHOLD_PCT (CUPTI and event clocks): kernel times move far less between runs (12
+# pairs of a 5 us kernel on an H200 had identical medians, docs/benchmarks.md); 2 % lets an A/B
+# run catch a planted 5 % there. bench_gate_flags.py --gpu measures both rates for it.
+DEFAULT_THRESHOLD_PCT = 5.0
+DEVICE_THRESHOLD_PCT = 2.0
+# Saved results: rounds on each side for their intervals (the hull of the round medians,
+# bench/rounds.py) to cover the spread between runs. With R exchangeable rounds a side, all R
+# medians of one exceed all R of the other with probability 1 / C(2R, R): 5 % for R = 3.
+MIN_ROUNDS = 3
+# A/B in one run: paired rounds for a distribution-free 95 % interval of the median ratio.
+MIN_PAIRED_ROUNDS = 6
+
+VERDICTS = ("slower", "faster", "same", "inconclusive", "unknown")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A gate's verdict on ratio = new / reference and the evidence it rests on.
+
+    verdict: 'slower' | 'faster' (beyond the threshold, on an interval spanning runs), 'same'
+    (the whole interval within ±threshold), 'inconclusive' (one run's interval, too few rounds,
+    or an interval reaching past the threshold on one side only partly), 'unknown' (a number
+    that is not finite: it never passes a gate). `basis` says what the interval covers."""
+
+    verdict: str
+    ratio: float
+    low: float
+    high: float
+    threshold_pct: float
+    basis: str
+    why: str
+
+    @property
+    def fails(self) -> bool:
+        """Whether a gate fails on it: slower, or a number it cannot trust."""
+        return self.verdict in ("slower", "unknown")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def line(self, subject: str = "", clock: str | None = None) -> str:
+        """One line for a CI log: verdict, ratio and interval, what the interval covers (clock,
+        rounds), the threshold, and why."""
+        head = f"{subject}: " if subject else ""
+        interval = "" if not math.isfinite(self.low) else f" (95 % {_fmt(self.low)} .. {_fmt(self.high)})"
+        clock = f", {clock} clock" if clock else ""
+        return (f"{head}{self.verdict}: {_fmt(self.ratio)}x{interval} over {self.basis}{clock}, "
+                f"threshold ±{self.threshold_pct:g} %: {self.why}")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}" if math.isfinite(x) else str(x)
+
+
+def default_threshold(clock: str | None) -> float:
+    """The default minimum effect for results timed by `clock` ('cupti', 'gpu', 'host', or
+    several joined by '+'): the device clocks' where every one is a device clock."""
+    clocks = (clock or "host").split("+")
+    return DEVICE_THRESHOLD_PCT if all(c in ("cupti", "gpu") for c in clocks) else DEFAULT_THRESHOLD_PCT
+
+
+def threshold_pct(value, clock: str | None = None) -> float:
+    """A threshold in percent, checked: a finite number >= 0 (None: the default for `clock`)."""
+    if value is None:
+        return default_threshold(clock)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"the threshold must be a finite number of percent >= 0, got {value!r}")
+    return float(value)
+
+
+def decide(ratio: float, low: float, high: float, *, threshold: float | None = None,
+           between_runs: bool, basis: str, too_few: str | None = None) -> Decision:
+    """The verdict on `ratio` (new / reference) with 95 % interval [low, high].
+
+    threshold: the minimum effect in percent (None: DEFAULT_THRESHOLD_PCT, the host clock's). between_runs:
+    whether the interval covers the spread between runs (rounds on both sides, or paired A/B
+    rounds); without it a difference is 'inconclusive'. too_few: why there is no interval (too
+    few rounds or samples), making a NaN interval 'inconclusive' instead of 'unknown'. Pure."""
+    t = threshold_pct(threshold)
+    up, down = 1 + t / 100, 1 / (1 + t / 100)
+
+    def verdict(v, why):
+        return Decision(v, ratio, low, high, t, basis, why)
+
+    if not (isinstance(ratio, (int, float)) and math.isfinite(ratio) and ratio > 0):
+        return verdict("unknown", "the ratio is not a finite positive number (a gate never passes it)")
+    if too_few is not None and not (math.isfinite(low) and math.isfinite(high)):
+        return verdict("inconclusive", f"no 95 % interval: {too_few}")
+    if not (math.isfinite(low) and math.isfinite(high) and 0 <= low <= high):
+        return verdict("unknown", "the interval is not finite (a gate never passes it)")
+    if low > up or high < down:
+        direction = "slower" if low > up else "faster"
+        if between_runs:
+            return verdict(direction, f"the whole interval is {direction} by more than the threshold")
+        return verdict("inconclusive", f"{direction} by more than the threshold within one run, "
+                       "which cannot tell a change from drift between runs; measure with rounds "
+                       f"(>= {MIN_ROUNDS} a side) or A/B in one run")
+    if down <= low and high <= up:
+        return verdict("same", "the whole interval is within the threshold")
+    return verdict("inconclusive", "the interval reaches past the threshold: more rounds or "
+                   "samples would tell")
+
+
+def stored_basis(rounds_a: int, rounds_b: int) -> tuple[bool, str]:
+    """(between_runs, basis) for two saved results measured in rounds_a and rounds_b rounds."""
+    fewest = min(rounds_a or 1, rounds_b or 1)
+    if fewest >= MIN_ROUNDS:
+        return True, f"{fewest}+ rounds a side"
+    return False, "one run a side" if fewest == 1 else f"{fewest} rounds a side (< {MIN_ROUNDS})"
+
+
+def stored(ratio: float, low: float, high: float, rounds_new: int, rounds_ref: int,
+           threshold: float | None = None, clock: str | None = None) -> Decision:
+    """decide() for two saved results (gp.compare, `gpuprofile compare`, the pytest plugin):
+    their interval covers the spread between runs only with MIN_ROUNDS rounds on each side.
+    `clock` ('cupti', 'host+cupti', ...) picks the default threshold."""
+    between, basis = stored_basis(rounds_new, rounds_ref)
+    return decide(ratio, low, high, threshold=threshold_pct(threshold, clock), between_runs=between,
+                  basis=basis)

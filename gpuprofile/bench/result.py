@@ -326,17 +326,6 @@ def _nan_equal(a, b) -> bool:
     return a == b
 
 
-def verdict(ratio_low: float, ratio_high: float) -> str:
-    """'slower' / 'faster' when the ratio interval excludes 1, else 'same' (not significant)."""
-    if math.isnan(ratio_low):
-        return "unknown"
-    if ratio_low > 1:
-        return "slower"
-    if ratio_high < 1:
-        return "faster"
-    return "same"
-
-
 @dataclass
 class ComparisonRow:
     name: str
@@ -346,6 +335,7 @@ class ComparisonRow:
     ratio_low: float
     ratio_high: float
     verdict: str
+    why: str = ""  # the gate's line: ratio, interval, what it covers, threshold, why (gate.py)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -358,14 +348,16 @@ class Comparison(Tabular):
     ratio = median / baseline median. The interval [ratio_low, ratio_high] comes from the two
     95 % confidence intervals of the medians (low/high over high/low), so it covers the true
     ratio with at least ~90 % probability without assuming independent samples; a difference is
-    called significant ('slower'/'faster') only when that interval excludes 1.
+    judged by the gates' rule (bench/gate.py decide(): threshold, rounds, 'inconclusive').
     """
 
     baseline: str
     rows: list
+    threshold_pct: float = 5.0  # the gate's minimum effect (bench/gate.py)
 
     def to_dict(self) -> dict:
-        return {"baseline": self.baseline, "rows": [r.to_dict() for r in self.rows]}
+        return {"baseline": self.baseline, "threshold_pct": self.threshold_pct,
+                "rows": [r.to_dict() for r in self.rows]}
 
     def table_rows(self) -> list:
         """One row per result: name, median_ms, rel_noise, ratio and its bounds, verdict."""
@@ -389,11 +381,14 @@ class Comparison(Tabular):
         return html_table(headers, body, title=f"compare: vs {self.baseline}")
 
 
-def compare(results, baseline=0) -> Comparison:
+def compare(results, baseline=0, threshold=None) -> Comparison:
     """Compare benchmark results against a baseline (an index into results, or a name/label).
 
     `results` is a list of BenchmarkResult (named by .name) or a dict {label: BenchmarkResult}.
-    A result that a gate could not trust (see bench/gate.py) gets the verdict 'unknown'.
+    Verdicts follow the gates' rule (bench/gate.py decide()): 'slower'/'faster' only beyond
+    `threshold` percent (default 5 on the host clock, 2 on device clocks) on intervals that span rounds (3 or
+    more on each side), 'inconclusive' where one run cannot tell a change from drift between
+    runs. A result that a gate could not trust gets the verdict 'unknown'.
     """
     from .. import _stats
     from . import gate
@@ -417,14 +412,18 @@ def compare(results, baseline=0) -> Comparison:
     else:
         raise ValueError(f"compare(baseline={baseline!r}): no result with that name; have {labels}")
     base = items[base_index][1]
-    base_ok = gate.problem(base) is None
     rows = []
     for label, (_, r) in zip(labels, items, strict=True):
         low, high = _stats.ratio_interval(*gate.interval(r), *gate.interval(base))
         ratio = r.median_ms / base.median_ms if base.median_ms > 0 else math.nan
         if r is base:
-            judged = "baseline"
+            judged, why = "baseline", ""
         else:  # a result that cannot be trusted (NaN, <= 0, median not its samples') is no "same"
-            judged = verdict(low, high) if base_ok and gate.problem(r) is None else "unknown"
-        rows.append(ComparisonRow(label, r.median_ms, r.rel_noise, ratio, low, high, judged))
-    return Comparison(labels[base_index], rows)
+            judged, why = "unknown", gate.problem(base) or gate.problem(r)
+            if why is None:
+                decision = gate.stored(ratio, low, high, r.rounds, base.rounds, threshold,
+                                       f"{r.clock}+{base.clock}")
+                judged, why = decision.verdict, decision.line(clock=r.clock)
+        rows.append(ComparisonRow(label, r.median_ms, r.rel_noise, ratio, low, high, judged, why))
+    clocks = "+".join(sorted({r.clock for _, r in items}))
+    return Comparison(labels[base_index], rows, gate.threshold_pct(threshold, clocks))

@@ -31,7 +31,9 @@ def merge_rounds(results: list):
     samples = np.concatenate([r.samples for r in results])
     s = _stats.summary(samples)
     medians = [float(r.median_ms) for r in results]
-    resolution = max((r.resolution_ms or 0.0) for r in results)
+    # each round's resolution_ms is its own widening (>= the clock's step, more where its samples
+    # were sparse): the smallest is the closest to the clock's; resolve() adds the pooled gaps
+    resolution = min((r.resolution_ms or 0.0) for r in results)
     low, high, step = _stats.resolve(samples, *_stats.median_ci(samples), resolution)
     if low == low and high == high:  # not NaN: the hull of that interval and the round medians
         low, high = min(low, *medians), max(high, *medians)

@@ -65,14 +65,15 @@ def _cell(column: str, r: dict, clock: str):
     return r.get(column, 1 if column == "rounds" else "-")  # iterations, rounds
 
 
-def summary_lines(entries, columns=DEFAULT_COLUMNS, sort: str = "name") -> list[str]:
+def summary_lines(entries, columns=DEFAULT_COLUMNS, sort: str = "name", threshold=None) -> list[str]:
     """The summary table, one block per group, with `columns` after the name (COLUMNS) and rows
-    ordered by `sort` (SORTS: name, or a statistic, smallest first). Pure: entries as recorded
-    by the fixture."""
+    ordered by `sort` (SORTS: name, or a statistic, smallest first); verdicts against a saved
+    run by bench/gate.py's rule at `threshold` percent (None: its default). Pure: entries as
+    recorded by the fixture."""
     from .. import _stats
     from .._format import fmt, text_table
     from . import gate
-    from .result import fmt_time, verdict
+    from .result import fmt_time
 
     lines = []
     notes = []  # why CUPTI timing was not used, once per distinct reason
@@ -99,8 +100,10 @@ def summary_lines(entries, columns=DEFAULT_COLUMNS, sort: str = "name") -> list[
                     row += ["-", "-", "new"]
                 else:
                     low, high = _stats.ratio_interval(*gate.interval(r), b["ci_low_ms"], b["ci_high_ms"])
-                    row += [fmt_time(b["median_ms"]), f"{fmt(_ratio(r['median_ms'], b['median_ms']))}x",
-                            verdict(low, high)]
+                    ratio = _ratio(r["median_ms"], b["median_ms"])
+                    judged = gate.stored(ratio, low, high, r.get("rounds", 1), b.get("rounds", 1),
+                                         threshold, r.get("clock")).verdict
+                    row += [fmt_time(b["median_ms"]), f"{fmt(ratio)}x", judged]
             rows.append(row)
         lines += text_table(headers, rows, title=f"group: {group}" if group else None).splitlines()
         lines.append("")

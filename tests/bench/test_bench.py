@@ -295,11 +295,13 @@ def test_result_fields_and_tables():
     assert "samples" not in d and d["clock"] == "host" and d["mode"] == "cold"
 
 
-def fake_result(name, median, low, high):
+def fake_result(name, median, low, high, rounds=3):
+    """A result of `rounds` rounds (3: enough for the gate's rule to call a change)."""
     r = host_result(name)
     r.median_ms, r.ci_low_ms, r.ci_high_ms = median, low, high
     r.samples = np.array([low, median, high])  # a median that is its samples' (bench/gate.py)
     r.rel_noise = (high - low) / 2 / median
+    r.rounds, r.round_medians_ms = rounds, [median] * rounds
     return r
 
 
@@ -315,6 +317,9 @@ def test_compare_ratios_and_significance():
     assert rows["slower"].ratio_low == pytest.approx(1.19 / 1.01)
     assert rows["same"].verdict == "same"
     assert rows["faster"].verdict == "faster"
+    one_run = gp.compare([fake_result("base", 1.0, 0.99, 1.01, rounds=1),
+                          fake_result("slower", 1.2, 1.19, 1.21, rounds=1)])
+    assert one_run.rows[1].verdict == "inconclusive"  # one run cannot tell change from drift
     assert "ratio" in repr(table) and "<table>" in table._repr_html_()
     assert table.to_dict()["baseline"] == "base"
 

@@ -7,7 +7,7 @@ import pytest
 
 from gpuprofile import _stats
 from gpuprofile.bench.benchmark import throughput
-from gpuprofile.bench.result import throttle_reason_names, verdict
+from gpuprofile.bench.result import throttle_reason_names
 
 
 @pytest.mark.parametrize(
@@ -65,12 +65,6 @@ def test_ratio_interval_is_conservative():
     assert _stats.ratio_interval(1.0, 2.0, 0.0, 2.0) == (0.5, math.inf)
     for bad in ((-1.0, 1.0, 1.0, 2.0), (1.0, 0.0, 1.0, 2.0), (1.0, 2.0, math.nan, 2.0)):
         assert all(map(math.isnan, _stats.ratio_interval(*bad)))
-
-
-@pytest.mark.parametrize("low, high, expected", [(1.01, 1.2, "slower"), (0.8, 0.99, "faster"),
-                                                 (0.99, 1.01, "same"), (math.nan, math.nan, "unknown")])
-def test_verdict(low, high, expected):
-    assert verdict(low, high) == expected
 
 
 def test_throughput_exact_values():

@@ -131,11 +131,13 @@ def test_bench_usage_errors_exit_2_and_help_has_an_example():
 # ---- saved files and compare ---------------------------------------------------------------------------
 
 
-def result(name, median, half_width):
+def result(name, median, half_width, rounds=3):
+    """A result of `rounds` rounds (3 by default: enough for the gate to call a change)."""
     r = gp.benchmark(sum, [1, 2, 3], clock="host", warmup=0, min_time=0.01, max_noise=0.5, name=name)
     r.median_ms, r.ci_low_ms, r.ci_high_ms = median, median - half_width, median + half_width
     r.samples = np.array([r.ci_low_ms, median, r.ci_high_ms])  # the median is its samples'
     r.rel_noise = half_width / median
+    r.rounds, r.round_medians_ms = rounds, [median] * rounds if rounds > 1 else []
     return r
 
 
@@ -180,8 +182,8 @@ def test_single_results_are_compared_whatever_their_names():
 
 
 def test_suites_are_matched_by_name_with_new_and_missing_results():
-    main_ = [result("t::fast", 1.0, 0.01), result("t::same", 2.0, 0.05), result("t::gone", 3.0, 0.1)]
-    mine = [result("t::same", 2.01, 0.05), result("t::fast", 0.5, 0.01), result("t::new", 9.0, 0.1)]
+    main_ = [result("t::fast", 1.0, 0.01), result("t::same", 2.0, 0.02), result("t::gone", 3.0, 0.1)]
+    mine = [result("t::same", 2.01, 0.02), result("t::fast", 0.5, 0.01), result("t::new", 9.0, 0.1)]
     c = compare_files([("main.json", main_), ("mine.json", mine)])
     verdicts = [(r.name, r.file, r.verdict) for r in c.rows]
     assert verdicts == [
@@ -218,7 +220,9 @@ def test_compare_command_exit_codes_for_ci(tmp_path, capsys):
     out = tmp_path / "c.json"
     assert main(["compare", str(base), str(worse), "--json", str(out)]) == 1
     captured = capsys.readouterr()
-    assert "slower" in captured.out and "1 regression(s) beyond 0 %: t::a (mine.json, 1.1x)" in captured.err
+    assert "FAIL: 1 regression(s) beyond the threshold: t::a (mine.json, 1.1x)" in captured.err
+    assert ("gate: t::a (mine.json): slower: 1.1x (95 % 1.079 .. 1.121) over 3+ rounds a side, host "
+            "clock, threshold ±5 %: the whole interval is slower by more than the threshold") in captured.out
     assert json.loads(out.read_text())["baseline"] == "main.json"
     assert main(["compare", str(base), str(worse), "--fail-slower", "15"]) == 0
     assert main(["compare", str(worse), str(base), "--baseline", "1"]) == 1

@@ -186,7 +186,7 @@ def test_quantised_host_samples_never_claim_zero_width_or_a_false_slowdown():
     assert (ra.ci_low_ms, ra.ci_high_ms, ra.resolution_ms) == (q, 3 * q, q)
     assert rb.rel_noise > 0
     row = compare([ra, rb]).rows[1]
-    assert row.ratio == 1.5 and row.verdict == "same"
+    assert row.ratio == 1.5 and row.verdict == "inconclusive"  # one run a side: never "slower"
 
 
 def test_results_saved_before_resolution_existed_are_widened_from_their_samples():
