@@ -15,7 +15,7 @@ clock of gpuprofile.records() (time.monotonic_ns): host_ns = cupti_ns - clock_of
 from __future__ import annotations
 
 from . import pylines
-from .activity import API, KERNELS, MEMCPY, MEMORY, MEMSET, REGIONS, Window
+from .activity import API, KERNELS, KINDS, MEMCPY, MEMSET, REGIONS, Window
 from .options import OPTIONS_HELP, SIGNATURE, ProfileOptions
 from .profile_data import ProfileData
 from .session import ProfileSession, running
@@ -32,8 +32,10 @@ class Profile(ProfileSession, ProfileData):
     def __init__(self, *args, **kwargs):
         """profile()'s arguments, or one ProfileOptions (tracing/options.py checks them)."""
         self.options = options = ProfileOptions.of(*args, **kwargs)
-        bits = {"kernels": KERNELS, "memcpy": MEMCPY, "memset": MEMSET, "memory": MEMORY}
-        self.mask = sum(bit for key, bit in bits.items() if getattr(options, key))
+        self.mask = 0
+        for kind in KINDS:  # a record kind is asked for by the option of its name
+            if getattr(options, kind.name, False) is True:
+                self.mask |= kind.bit
         if options.regions and self.mask & (KERNELS | MEMCPY | MEMSET):
             self.mask |= REGIONS
         self.stream_attribution = options.stream_attribution and bool(self.mask & REGIONS)
