@@ -464,7 +464,7 @@ def write_json(path, payload):
 def main(argv=None):
     args = parse_args(argv)
     import gpuprofile as gp
-    from gpuprofile._format import text_table
+    from gpuprofile.toolkit import text_table
     from gpuprofile.kernels import release_workspace
 
     if gp.device_count() == 0 or tuple(gp.device_info(0).compute_capability) != (9, 0):
