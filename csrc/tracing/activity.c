@@ -17,9 +17,8 @@
 
 /* ---- kinds (GIL held) ----------------------------------------------------------------------- */
 
-/* A group per activity bit (GP_ACT_*, records.h): group k is bit 1 << k. */
-#define N_KINDS 6
-_Static_assert(GP_ACT_ALL == (1 << N_KINDS) - 1, "one group per activity bit");
+/* A group per activity bit (GP_ACT_*, record_kinds.h): group k is bit 1 << k. */
+#define N_KINDS GP_N_ACT_BITS
 static int refs[N_KINDS];
 static int session; /* kinds are in use: we hold a claim on the CUPTI subscriber */
 #define REGIONS_GROUP 4
@@ -475,10 +474,7 @@ gp_activity_init(PyObject *module)
 {
     if (PyModule_AddFunctions(module, activity_methods) < 0)
         return -1;
-    /* ACTIVITY_BITS: the mask bits _activity_acquire takes, by name (records.h's GP_ACT_*) */
-    PyObject *bits = Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:I}", "kernels", GP_ACT_KERNEL, "memcpy",
-                                   GP_ACT_MEMCPY, "memset", GP_ACT_MEMSET, "memory", GP_ACT_MEMORY,
-                                   "regions", GP_ACT_REGIONS, "api", GP_ACT_API);
+    PyObject *bits = gp_activity_bits_export(); /* the mask bits _activity_acquire takes */
     if (bits == NULL)
         return -1;
     int rc = PyModule_AddObjectRef(module, "ACTIVITY_BITS", bits);

@@ -171,6 +171,10 @@ static const gp_layout_field region_stream_fields[] = {
     GP_F(gp_region_stream_out, stream), GP_F(gp_region_stream_out, before),
     GP_F(gp_region_stream_out, edge),   GP_F(gp_region_stream_out, bound)};
 
+const char *const gp_activity_bit_names[GP_N_ACT_BITS] = {"kernels", "memcpy",  "memset",
+                                                          "memory",  "regions", "api"};
+_Static_assert(GP_ACT_KERNEL == 1 && GP_ACT_API == 1 << (GP_N_ACT_BITS - 1), "bit k at [k]");
+
 #define NONE CUPTI_ACTIVITY_KIND_INVALID
 const gp_record_kind gp_record_kinds[GP_N_RECORD_KINDS] = {
     [GP_REC_KERNELS] = {"kernels",
@@ -254,4 +258,17 @@ gp_record_kinds_export(void)
             PyTuple_SET_ITEM(rows, r, row);
     }
     return rows;
+}
+
+PyObject *
+gp_activity_bits_export(void)
+{
+    PyObject *bits = PyDict_New();
+    for (int k = 0; bits != NULL && k < GP_N_ACT_BITS; k++) {
+        PyObject *bit = PyLong_FromUnsignedLong(1ul << k);
+        if (bit == NULL || PyDict_SetItemString(bits, gp_activity_bit_names[k], bit) < 0)
+            Py_CLEAR(bits);
+        Py_XDECREF(bit);
+    }
+    return bits;
 }

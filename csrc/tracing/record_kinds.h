@@ -91,7 +91,10 @@ enum {
     GP_ACT_REGIONS = 16, /* attribution: callbacks of the calls it reads (attribution.c) */
     GP_ACT_API = 32      /* RUNTIME and DRIVER records of launches (Python lines: activity.c) */
 };
-#define GP_ACT_ALL 63
+#define GP_N_ACT_BITS 6 /* activity.c keeps a user count per bit */
+#define GP_ACT_ALL ((1 << GP_N_ACT_BITS) - 1)
+/* The bits by name, GP_N_ACT_BITS of them, bit k at [k] (exported as _C.ACTIVITY_BITS). */
+extern const char *const gp_activity_bit_names[GP_N_ACT_BITS];
 
 /* ---- the record kinds: one table (what Kineto's ActivityType is) -------------------------- *
  *
@@ -135,5 +138,7 @@ void *gp_records_push(int kind);
 /* RECORD_KINDS, the table for Python: a tuple of {name, bit, start, end, layout} (layout is a
  * NumPy dtype dict, core/layout.h; start and end None where a window does not clip). */
 PyObject *gp_record_kinds_export(void);
+/* ACTIVITY_BITS: {name: bit} from gp_activity_bit_names. */
+PyObject *gp_activity_bits_export(void);
 
 #endif
