@@ -237,7 +237,7 @@ _LAZY = {
 _LAZY_MODULES = ("distributed",)  # gp.distributed: rank awareness (docs/distributed.md)
 
 
-if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright
+if TYPE_CHECKING:  # what the annotations in this file name
     from collections.abc import Callable
 
     import numpy
@@ -246,13 +246,14 @@ if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright
     from .tracing.profile import Profile
     from .tracing.schedule import Schedule, ScheduledProfile
 
+if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright
     # BEGIN generated: lazy names (tools/init_stubs.py, from _LAZY and _LAZY_MODULES)
     from . import distributed as distributed
     from .bench.benchmark import benchmark as benchmark
     from .bench.do_bench import do_bench as do_bench
     from .bench.result import BenchmarkResult as BenchmarkResult
-    from .bench.result import compare as compare
     from .bench.result import Comparison as Comparison
+    from .bench.result import compare as compare
     from .counters.catalog import list_chips as list_chips
     from .counters.catalog import list_metrics as list_metrics
     from .counters.metrics import metric_passes as metric_passes
@@ -267,8 +268,8 @@ if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright
     from .counters.stalls import stalls as stalls
     from .distributed import rank_info as rank_info
     from .streams import Stream as Stream
-    from .tracing.merge import merge_traces as merge_traces
     from .tracing.merge import TraceFileError as TraceFileError
+    from .tracing.merge import merge_traces as merge_traces
     from .tracing.schedule import ProfilerAction as ProfilerAction
     from .tracing.schedule import schedule as schedule
     # END generated

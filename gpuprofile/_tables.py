@@ -95,7 +95,7 @@ def groups(codes, n: int) -> list:
     codes = np.asarray(codes)
     order = np.argsort(codes, kind="stable")
     bounds = np.searchsorted(codes[order], np.arange(n + 1))
-    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 class Tabular:

@@ -208,6 +208,6 @@ def report(since_ns: int | None = None) -> Report:
     if since_ns is not None:
         recs = recs[recs["host_start_ns"] >= since_ns]
     codes, names = factorize(recs["name"])
-    rows = [_stats_from(name, recs[rows]) for name, rows in zip(names, groups(codes, len(names)))]
+    rows = [_stats_from(name, recs[rows]) for name, rows in zip(names, groups(codes, len(names)), strict=True)]
     rows.sort(key=lambda r: -r.total_ms if r.count else 0.0)
     return Report(rows, rank_fields())

@@ -63,9 +63,9 @@ EXPECTED = [
 
 def test_every_lazy_name_is_imported_for_type_checkers():
     tree = ast.parse(pathlib.Path(gp.__file__).read_text(encoding="utf-8"))
-    (block,) = [node for node in tree.body if isinstance(node, ast.If)
-                and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"]
-    imported = {alias.asname or alias.name for node in block.body
+    blocks = [node for node in tree.body if isinstance(node, ast.If)
+              and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"]
+    imported = {alias.asname or alias.name for block in blocks for node in block.body
                 if isinstance(node, ast.ImportFrom) for alias in node.names}
     assert set(gp._LAZY) | set(gp._LAZY_MODULES) <= imported
 

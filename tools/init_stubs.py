@@ -62,10 +62,10 @@ def lazy_imports(source: str) -> list:
     values = {t.id: ast.literal_eval(node.value) for node in tree.body
               if isinstance(node, ast.Assign) for t in node.targets
               if isinstance(t, ast.Name) and t.id in ("_LAZY", "_LAZY_MODULES")}
-    lines = [f"from . import {m} as {m}" for m in values["_LAZY_MODULES"]]
-    lines += [f"from .{module} import {name} as {name}"
-              for name, module in values["_LAZY"].items()]
-    return sorted(lines, key=lambda line: line.split(" import ")[0].lower() + " " + line.lower())
+    rows = [("", m) for m in values["_LAZY_MODULES"]] + [
+        (module, name) for name, module in values["_LAZY"].items()]
+    # in isort's order (ruff's I001): by module, then by name, case-sensitively
+    return [f"from .{module} import {name} as {name}" for module, name in sorted(rows)]
 
 
 def _replace(text: str, what: str, lines: list, indent: str) -> str:

@@ -25,6 +25,7 @@ from .shaping import build_kernels, build_memcpy, build_memset, copy_record_ids,
 from .summary import Summary, busy_ns, factorize, group_rows, region_rows
 from .timeline import build_timeline, region_memory
 
+
 class ProfileData:
     """The tables and exports of a stopped profile (see the module docstring)."""
 
