@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 import gpuprofile
-from gpuprofile import _C, kernels
+from gpuprofile import kernels
 from gpuprofile.kernels import reference as ref
 
 CASES = [("naive", "float32", 64), ("naive", "float32", 80), ("naive", "float16", 64),
@@ -35,7 +35,8 @@ def one(impl, dtype, head_dim, seq, causal, rng, heads=2):
     q, k, v = (ref.round_to(rng.standard_normal((1, heads, seq, head_dim), dtype=np.float32), dtype)
                for _ in range(3))
     out = kernels.to_device(np.full(q.shape, np.nan, dtype=np.float32), dtype)
-    _C._attention(*(kernels.to_device(x, dtype) for x in (q, k, v)), out, impl=impl, causal=causal)
+    kernels.attention(*(kernels.to_device(x, dtype) for x in (q, k, v)), impl=impl, causal=causal,
+                      out=out)
     got = out.numpy()
     want = ref.reference(q, k, v, causal)
     err = ref.max_error(got, want) if np.isfinite(got).all() else float("inf")

@@ -30,8 +30,7 @@ import numpy as np
 
 import gpuprofile as gp
 from gpuprofile import kernels
-from gpuprofile._format import text_table
-from gpuprofile._stats import median_ci, rel_half_width
+from gpuprofile.toolkit import median_ci, rel_half_width, text_table
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

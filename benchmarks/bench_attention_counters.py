@@ -209,7 +209,7 @@ def main(argv=None):
         print(json.dumps(child(*args.child)))
         return 0
     import gpuprofile as gp
-    from gpuprofile._format import text_table
+    from gpuprofile.toolkit import text_table
 
     if gp.device_count() == 0 or tuple(gp.device_info(0).compute_capability) != (9, 0):
         print("bench_attention_counters.py needs a compute capability 9.0 device (flash_wgmma)",

@@ -464,8 +464,8 @@ def write_json(path, payload):
 def main(argv=None):
     args = parse_args(argv)
     import gpuprofile as gp
-    from gpuprofile._format import text_table
     from gpuprofile.kernels import release_workspace
+    from gpuprofile.toolkit import text_table
 
     if gp.device_count() == 0 or tuple(gp.device_info(0).compute_capability) != (9, 0):
         print("bench_attention_grid.py needs a compute capability 9.0 device (flash_wgmma)", file=sys.stderr)

@@ -302,7 +302,7 @@ def _child(args: list, timeout: int = 560) -> dict:
 
 
 def _table(headers, rows) -> str:
-    from gpuprofile._format import text_table
+    from gpuprofile.toolkit import text_table
 
     return text_table(headers, rows)
 

@@ -188,7 +188,7 @@ def child_region_clock(n: int, rounds: int) -> dict:
     block under its own gpuprofile.profile() (all kinds); round 0 warms up and is dropped."""
     import gpuprofile as gp
     from gpuprofile import _C
-    from gpuprofile._stats import median_ci
+    from gpuprofile.toolkit import median_ci
 
     launch = _C._launch_empty
 
@@ -287,7 +287,7 @@ def _torch_available() -> bool:
 
 
 def _table(headers, rows) -> str:
-    from gpuprofile._format import text_table
+    from gpuprofile.toolkit import text_table
 
     return text_table(headers, rows)
 

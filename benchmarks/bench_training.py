@@ -20,7 +20,7 @@ take turns in short blocks (a warm-up step, then --steps-per-block timed steps),
 rotated each round; a block starts and stops its tool, outside the timed steps. Each round gives,
 per mode, (median step of its block / median step of the plain block of the same round - 1):
 drift over seconds hits both alike. The figure is the median of those per-round overheads with a
-distribution-free 95 % interval (gpuprofile._stats.median_ci). A child stops starting rounds after
+distribution-free 95 % interval (gpuprofile.toolkit.median_ci). A child stops starting rounds after
 --rounds, or (after 6) when its time budget (--seconds-per-mode x its modes) is spent.
 
 Prints a table last and writes JSON (--output).
@@ -141,7 +141,7 @@ def run_rounds(modes: dict, step_of, sync, steps: int, rounds: int, keep_going,
 def summarize(blocks: dict) -> dict:
     """Per mode: the median per-round overhead % against the plain block of the same round, its
     95 % interval, the median step and host ms over all timed steps, rounds and steps."""
-    from gpuprofile._stats import median_ci
+    from gpuprofile.toolkit import median_ci
 
     plain = [statistics.median(w for w, _ in block) for block in blocks["plain"]]
     out = {}
@@ -526,7 +526,7 @@ def main(argv=None) -> int:
         print(note)
     for mode, (_, text) in MODES.items():
         print(f"  {mode:<23} {text}")
-    from gpuprofile._format import text_table
+    from gpuprofile.toolkit import text_table
 
     print(text_table(["workload", "mode", "overhead %", "95% CI", "step ms", "host ms",
                       "kernels/step", "steps"],

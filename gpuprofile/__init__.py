@@ -112,41 +112,63 @@ def stats(name: str) -> RegionStats:
     return _stats(name)
 
 
+# BEGIN generated: profile overloads (tools/init_stubs.py, from tracing/options.py's ProfileOptions)
 @overload
-def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True, python_stacks=False,
-            region_clock: str = "cupti", schedule: None = None,
-            on_trace_ready: None = None) -> Profile: ...
+def profile(
+    kernels: bool = True,
+    memcpy: bool = True,
+    memset: bool = True,
+    memory: bool = True,
+    regions: bool = True,
+    stream_attribution: bool = True,
+    python_stacks: bool | str | None = False,
+    region_clock: str = "cupti",
+    *, schedule: None = None,
+    on_trace_ready: None = None,
+) -> Profile: ...
 @overload
-def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True, python_stacks=False,
-            region_clock: str = "cupti", *, schedule: Schedule,
-            on_trace_ready: Callable[[ScheduledProfile], object] | None = None,
-            ) -> ScheduledProfile: ...
+def profile(
+    kernels: bool = True,
+    memcpy: bool = True,
+    memset: bool = True,
+    memory: bool = True,
+    regions: bool = True,
+    stream_attribution: bool = True,
+    python_stacks: bool | str | None = False,
+    region_clock: str = "cupti",
+    *, schedule: Schedule,
+    on_trace_ready: Callable[[ScheduledProfile], object] | None = None,
+) -> ScheduledProfile: ...
 @overload
-def profile(kernels: bool = True, memcpy: bool = True, memset: bool = True, memory: bool = True,
-            regions: bool = True, stream_attribution: bool = True, python_stacks=False,
-            region_clock: str = "cupti", *, schedule: Schedule | None = None,
-            on_trace_ready: Callable[[ScheduledProfile], object],
-            ) -> ScheduledProfile: ...
-def profile(kernels=True, memcpy=True, memset=True, memory=True, regions=True,
-            stream_attribution=True, python_stacks=False, region_clock="cupti", schedule=None,
-            on_trace_ready=None):
+def profile(
+    kernels: bool = True,
+    memcpy: bool = True,
+    memset: bool = True,
+    memory: bool = True,
+    regions: bool = True,
+    stream_attribution: bool = True,
+    python_stacks: bool | str | None = False,
+    region_clock: str = "cupti",
+    *, schedule: Schedule | None = None,
+    on_trace_ready: Callable[[ScheduledProfile], object],
+) -> ScheduledProfile: ...
+# END generated
+def profile(*args, schedule=None, on_trace_ready=None, **kwargs):
     """CUPTI trace of kernels, copies, sets and device memory: `with gpuprofile.profile() as p:`
     (or p.start() / p.stop()); then p.kernels, p.summary(), p.export_chrome_trace(path). See
     gpuprofile.tracing.profile.profile. With schedule=gpuprofile.schedule(wait=, warmup=,
     active=) and/or on_trace_ready=fn, as torch.profiler: a ScheduledProfile that traces the
     active steps between p.step() calls (gpuprofile.tracing.schedule)."""
-    flags = dict(kernels=kernels, memcpy=memcpy, memset=memset, memory=memory, regions=regions,
-                 stream_attribution=stream_attribution, python_stacks=python_stacks,
-                 region_clock=region_clock)
+    from .tracing.options import ProfileOptions
+
+    options = ProfileOptions.of(*args, **kwargs)  # the options' one definition checks them
     if schedule is not None or on_trace_ready is not None:
         from .tracing.schedule import scheduled
 
-        return scheduled(schedule, on_trace_ready, **flags)
+        return scheduled(schedule, on_trace_ready, **vars(options))
     from .tracing.profile import profile as _profile
 
-    return _profile(**flags)
+    return _profile(options)
 
 
 def _profile_doc() -> str:
@@ -165,7 +187,21 @@ def _profile_doc() -> str:
     if a profile is already recording."""
 
 
+def _profile_signature():
+    """inspect.signature(gp.profile): the options of tracing/options.py, then schedule= and
+    on_trace_ready=."""
+    import inspect
+
+    from .tracing.options import SIGNATURE
+
+    extra = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None)
+             for name in ("schedule", "on_trace_ready")]
+    return SIGNATURE.replace(parameters=[*SIGNATURE.parameters.values(), *extra],
+                             return_annotation="Profile | ScheduledProfile")
+
+
 profile.__doc__ = _profile_doc()
+profile.__signature__ = _profile_signature()  # type: ignore[attr-defined]
 
 
 def report() -> Report:
@@ -202,11 +238,17 @@ _LAZY = {
 _LAZY_MODULES = ("distributed",)  # gp.distributed: rank awareness (docs/distributed.md)
 
 
-if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step with _LAZY)
+if TYPE_CHECKING:  # what the annotations in this file name
     from collections.abc import Callable
 
     import numpy
 
+    from .regions import RegionStats, Report
+    from .tracing.profile import Profile
+    from .tracing.schedule import Schedule, ScheduledProfile
+
+if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright
+    # BEGIN generated: lazy names (tools/init_stubs.py, from _LAZY and _LAZY_MODULES)
     from . import distributed as distributed
     from .bench.ab import ABResult as ABResult
     from .bench.benchmark import benchmark as benchmark
@@ -227,15 +269,12 @@ if TYPE_CHECKING:  # what __getattr__ loads, for mypy and pyright (keep in step 
     from .counters.stalls import release_cubins as release_cubins
     from .counters.stalls import stalls as stalls
     from .distributed import rank_info as rank_info
-    from .regions import RegionStats, Report
     from .streams import Stream as Stream
     from .tracing.merge import TraceFileError as TraceFileError
     from .tracing.merge import merge_traces as merge_traces
-    from .tracing.profile import Profile
     from .tracing.schedule import ProfilerAction as ProfilerAction
-    from .tracing.schedule import Schedule, ScheduledProfile
     from .tracing.schedule import schedule as schedule
-
+    # END generated
 
 def __getattr__(name: str):
     if name in _LAZY_MODULES:

@@ -75,6 +75,29 @@ def write_csv(path, rows) -> str:
     return str(path)
 
 
+def factorize(keys, dtype="int64") -> tuple:
+    """(codes, labels) of a sequence of hashable keys (an object array of names, say): labels in
+    order of first appearance, codes[i] the index of keys[i] in labels. The one grouping of rows
+    by key that reports, summaries and the columnar export share."""
+    import numpy as np  # first use of results: `import gpuprofile` stays free of NumPy
+
+    seen: dict = {}
+    keys = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
+    codes = np.fromiter((seen.setdefault(k, len(seen)) for k in keys), dtype, len(keys))
+    return codes, list(seen)
+
+
+def groups(codes, n: int) -> list:
+    """Row indices of each of the `n` codes 0..n-1 (factorize's), each in row order: one stable
+    sort instead of one pass over the rows per key."""
+    import numpy as np
+
+    codes = np.asarray(codes)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(n + 1))
+    return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 class Tabular:
     """Mixin of table-like results: to_pandas() and to_csv(path) from the class's table_rows();
     `_frame_index` names the column a DataFrame is indexed by (None: a plain range index)."""

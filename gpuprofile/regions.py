@@ -10,7 +10,7 @@ import numpy as np
 from . import _C
 from ._format import html_table, text_table
 from ._stats import summary
-from ._tables import Tabular
+from ._tables import Tabular, factorize, groups
 from .distributed import rank_fields
 
 # The packed records of _C._records(): the layout comes from the C struct (gp_record_out).
@@ -207,8 +207,7 @@ def report(since_ns: int | None = None) -> Report:
     recs = records()
     if since_ns is not None:
         recs = recs[recs["host_start_ns"] >= since_ns]
-    rows = []
-    for name in dict.fromkeys(recs["name"]):
-        rows.append(_stats_from(name, recs[recs["name"] == name]))
+    codes, names = factorize(recs["name"])
+    rows = [_stats_from(name, recs[rows]) for name, rows in zip(names, groups(codes, len(names)), strict=True)]
     rows.sort(key=lambda r: -r.total_ms if r.count else 0.0)
     return Report(rows, rank_fields())

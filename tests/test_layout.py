@@ -27,9 +27,6 @@ MAX_LINES = 600
 OVERSIZED: dict = {
     "csrc/bench/bench.c": "the BenchRunner type: one batch loop with its gate, flush, events, "
     "device syncs for work on other streams and the re-entry guard; one concern, read top to bottom",
-    "gpuprofile/tracing/profile.py": "the Profile class: its collectors, the record tables, the "
-    "summary and the exports of one trace, each a short method over tracing/ modules that do the "
-    "work (shaping, attribution, summary, chrome_trace, collectives); one type, one reader",
     "kernels/attention/attention_flash_wgmma.cu": "issue 27: the fixed and the persistent kernel, "
     "their three consumer schedules over one tile code (sequential, overlapped, two S tiles), the "
     "work-item order and the per-shape rule with its wave model; one kernel family (NOTES.md)",

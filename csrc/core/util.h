@@ -102,6 +102,28 @@ gp_exc_restore(gp_exc_state *s)
 #endif
 }
 
+/* A dealloc's teardown `call` (an int expression: 0, or -1 with an exception), which may fail
+ * (CUPTI, NVPW): it runs with the exception in flight stashed, and a failure of its own is
+ * reported as unraisable, since a dealloc can raise nothing. One definition for every type that
+ * closes something on the way out. */
+#define GP_DEALLOC_TEARDOWN(op, call)                                                              \
+    do {                                                                                           \
+        gp_exc_state gp_saved_;                                                                    \
+        gp_exc_save(&gp_saved_);                                                                   \
+        if ((call) < 0)                                                                            \
+            PyErr_WriteUnraisable(op);                                                             \
+        gp_exc_restore(&gp_saved_);                                                                \
+    } while (0)
+
+/* The end of a heap type's dealloc: frees the object, then drops its reference to the type. */
+static inline void
+gp_free_heap_object(PyObject *op)
+{
+    PyTypeObject *tp = Py_TYPE(op);
+    PyObject_Free(op);
+    Py_DECREF(tp);
+}
+
 /* Takes the exception in flight as one object (new reference), clearing it; NULL if none. */
 static inline PyObject *
 gp_take_exception(void)

@@ -359,16 +359,10 @@ static void
 pcs_dealloc(PyObject *op)
 {
     gp_pcs *self = (gp_pcs *)op;
-    PyTypeObject *tp = Py_TYPE(op);
-    gp_exc_state saved;
-    gp_exc_save(&saved);
-    if (teardown(self) < 0)
-        PyErr_WriteUnraisable(op);
-    gp_exc_restore(&saved);
+    GP_DEALLOC_TEARDOWN(op, teardown(self));
     Py_XDECREF(self->reasons);
     Py_XDECREF(self->pcs);
-    PyObject_Free(op);
-    Py_DECREF(tp);
+    gp_free_heap_object(op);
 }
 
 /* _sass_to_source(crc, mangled_function, pc_offset) -> (file, dir, line) or None. */

@@ -330,19 +330,13 @@ static void
 pms_dealloc(PyObject *op)
 {
     gp_pms *self = (gp_pms *)op;
-    PyTypeObject *tp = Py_TYPE(op);
-    gp_exc_state saved;
-    gp_exc_save(&saved);
-    if (teardown(self) < 0)
-        PyErr_WriteUnraisable(op);
-    gp_exc_restore(&saved);
+    GP_DEALLOC_TEARDOWN(op, teardown(self));
     gp_metric_names_free(&self->names);
     free(self->times);
     free(self->values);
     Py_XDECREF(self->config);
     Py_XDECREF(self->host_obj);
-    PyObject_Free(op);
-    Py_DECREF(tp);
+    gp_free_heap_object(op);
 }
 
 static PyMethodDef pms_methods[] = {

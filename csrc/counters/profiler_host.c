@@ -233,15 +233,9 @@ static void
 host_dealloc(PyObject *op)
 {
     gp_host *self = (gp_host *)op;
-    PyTypeObject *tp = Py_TYPE(op);
-    gp_exc_state saved;
-    gp_exc_save(&saved);
-    if (host_close_impl(self) < 0)
-        PyErr_WriteUnraisable(op);
-    gp_exc_restore(&saved);
+    GP_DEALLOC_TEARDOWN(op, host_close_impl(self));
     Py_XDECREF(self->chip);
-    PyObject_Free(op);
-    Py_DECREF(tp);
+    gp_free_heap_object(op);
 }
 
 static gp_host *

@@ -375,16 +375,10 @@ static void
 range_dealloc(PyObject *op)
 {
     gp_range *self = (gp_range *)op;
-    PyTypeObject *tp = Py_TYPE(op);
-    gp_exc_state saved;
-    gp_exc_save(&saved);
-    if (teardown(self) < 0)
-        PyErr_WriteUnraisable(op);
-    gp_exc_restore(&saved);
+    GP_DEALLOC_TEARDOWN(op, teardown(self));
     gp_metric_names_free(&self->names);
     Py_XDECREF(self->config);
-    PyObject_Free(op);
-    Py_DECREF(tp);
+    gp_free_heap_object(op);
 }
 
 static PyMethodDef range_methods[] = {

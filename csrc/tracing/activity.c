@@ -17,29 +17,27 @@
 
 /* ---- kinds (GIL held) ----------------------------------------------------------------------- */
 
-#define N_KINDS 6
+/* A group per activity bit (GP_ACT_*, record_kinds.h): group k is bit 1 << k. */
+#define N_KINDS GP_N_ACT_BITS
 static int refs[N_KINDS];
 static int session; /* kinds are in use: we hold a claim on the CUPTI subscriber */
-
-static const CUpti_ActivityKind kind_lists[N_KINDS][3] = {
-    {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL},
-    {CUPTI_ACTIVITY_KIND_MEMCPY},
-    {CUPTI_ACTIVITY_KIND_MEMSET},
-    {CUPTI_ACTIVITY_KIND_MEMORY2},
-    /* Regions: no CUPTI kind. The calls attribution reads (launches, copies, sets, event records,
-     * allocations: regions_cbids) are watched by callback id; attribution.c's handler notes each
-     * with the calling thread's innermost region, as CUPTI's external correlation records did,
-     * but those need the RUNTIME and DRIVER kinds on, a record for every CUDA call of the
-     * process: +12 % on a transformer training step (H200, 2026-11-25), even with every call
-     * outside the set turned off by id. */
-    {0},
-    /* API (Python lines: which runtime launch each driver launch ran inside): the records of
-     * launch calls only, by callback id. */
-    {0},
-};
-static const int kind_counts[N_KINDS] = {1, 1, 1, 1, 0, 0};
 #define REGIONS_GROUP 4
 #define API_GROUP 5
+_Static_assert(GP_ACT_REGIONS == 1 << REGIONS_GROUP && GP_ACT_API == 1 << API_GROUP, "groups");
+
+/* The CUPTI kinds group k enables: those of the record kinds its bit asks for, in table order
+ * (records.h). The regions group enables none (its records are noted by callbacks); the API
+ * group's records are enabled by callback id (api_enable below). */
+static int
+cupti_kinds(int k, CUpti_ActivityKind out[GP_N_RECORD_KINDS])
+{
+    int n = 0;
+    for (int r = 0; r < GP_N_RECORD_KINDS; r++)
+        if (gp_record_kinds[r].bit == 1u << k &&
+            gp_record_kinds[r].enable != CUPTI_ACTIVITY_KIND_INVALID)
+            out[n++] = gp_record_kinds[r].enable;
+    return n;
+}
 
 /* Users of each CUPTI kind, over all groups above. */
 #define GP_MAX_CUPTI_KIND 128
@@ -56,14 +54,18 @@ any_refs(void)
 
 _Static_assert(CUPTI_ACTIVITY_KIND_COUNT <= GP_MAX_CUPTI_KIND, "cupti_refs too small");
 
-/* Drops one user of the first `j` CUPTI kinds of group k, disabling those no other group uses.
- * If CUPTI refuses one and *rc is 0, sets CuptiError and *rc = -1 (the first error is the one
- * reported; pass *rc = -1 to set none). */
+/* Drops one user of the first `j` CUPTI kinds of group k (all of them: -1), disabling those no
+ * other group uses. If CUPTI refuses one and *rc is 0, sets CuptiError and *rc = -1 (the first
+ * error is the one reported; pass *rc = -1 to set none). */
 static void
 drop_kinds(int k, int j, int *rc)
 {
+    CUpti_ActivityKind kinds[GP_N_RECORD_KINDS];
+    int n = cupti_kinds(k, kinds);
+    if (j < 0 || j > n)
+        j = n;
     while (--j >= 0) {
-        CUpti_ActivityKind kind = kind_lists[k][j];
+        CUpti_ActivityKind kind = kinds[j];
         if (--cupti_refs[kind] > 0)
             continue;
         CUptiResult res = gp_cupti.cuptiActivityDisable(kind);
@@ -200,9 +202,10 @@ enable_kind(int k)
 {
     if (k == API_GROUP)
         return api_enable();
-    int j = 0;
-    for (; j < kind_counts[k]; j++) {
-        CUpti_ActivityKind kind = kind_lists[k][j];
+    CUpti_ActivityKind kinds[GP_N_RECORD_KINDS];
+    int n = cupti_kinds(k, kinds), j = 0;
+    for (; j < n; j++) {
+        CUpti_ActivityKind kind = kinds[j];
         if (cupti_refs[kind] == 0)
             GP_CUPTI_CHECK(gp_cupti.cuptiActivityEnable(kind));
         cupti_refs[kind]++;
@@ -273,7 +276,7 @@ gp_activity_release(unsigned mask)
         if (k == API_GROUP)
             api_disable(&rc);
         else
-            drop_kinds(k, kind_counts[k], &rc);
+            drop_kinds(k, -1, &rc);
     }
     if (session && !any_refs()) {
         gp_cupti_release(); /* the session's claim on the subscriber, taken in begin_session */
@@ -469,5 +472,12 @@ static PyMethodDef activity_methods[] = {
 int
 gp_activity_init(PyObject *module)
 {
-    return PyModule_AddFunctions(module, activity_methods);
+    if (PyModule_AddFunctions(module, activity_methods) < 0)
+        return -1;
+    PyObject *bits = gp_activity_bits_export(); /* the mask bits _activity_acquire takes */
+    if (bits == NULL)
+        return -1;
+    int rc = PyModule_AddObjectRef(module, "ACTIVITY_BITS", bits);
+    Py_DECREF(bits);
+    return rc;
 }

@@ -13,20 +13,11 @@
 #define GP_ACTIVITY_H
 
 #include "core/cupti_loader.h"
+#include "record_kinds.h" /* the activity bits (GP_ACT_*) and the record kinds they ask for */
 
 #include <Python.h>
 #include <cupti.h>
 #include <stdint.h>
-
-enum {
-    GP_ACT_KERNEL = 1,   /* CONCURRENT_KERNEL */
-    GP_ACT_MEMCPY = 2,   /* MEMCPY */
-    GP_ACT_MEMSET = 4,   /* MEMSET */
-    GP_ACT_MEMORY = 8,   /* MEMORY2: allocations and frees */
-    GP_ACT_REGIONS = 16, /* attribution: callbacks of the calls it reads (attribution.c) */
-    GP_ACT_API = 32      /* RUNTIME and DRIVER records of launches (Python lines: see below) */
-};
-#define GP_ACT_ALL 63
 
 /* Enable the kinds in `mask` for one more user (claims CUPTI on first use). GIL held; 0 or -1
  * with CuptiError/NoDeviceError, nothing acquired. */

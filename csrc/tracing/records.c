@@ -8,7 +8,6 @@
 #include "records.h"
 #include "core/cupti_loader.h"
 #include "core/errors.h"
-#include "core/layout.h"
 #include "kernel_names.h"
 
 #include <cupti.h>
@@ -30,18 +29,14 @@ typedef struct {
 } vec_t;
 
 static pthread_mutex_t store_lock = PTHREAD_MUTEX_INITIALIZER;
-static vec_t kernels = {.elem = sizeof(gp_kernel_out)};
-static vec_t memcpys = {.elem = sizeof(gp_memcpy_out)};
-static vec_t memsets = {.elem = sizeof(gp_memset_out)};
-static vec_t memories = {.elem = sizeof(gp_memory_out)};
-static vec_t extcorrs = {.elem = sizeof(gp_extcorr_out)};
-static vec_t region_streams = {.elem = sizeof(gp_region_stream_out)};
-static uint64_t lost; /* records parsed but not stored (out of memory) */
+static vec_t stores[GP_N_RECORD_KINDS]; /* one per row of gp_record_kinds; elem set on first push */
+static uint64_t lost;                   /* records parsed but not stored (out of memory) */
 
-/* A zeroed slot at the end of `v`, or NULL (record counted as lost). store_lock held. */
-static void *
-vec_push(vec_t *v)
+void *
+gp_records_push(int kind)
 {
+    vec_t *v = &stores[kind];
+    v->elem = gp_record_kinds[kind].size;
     if (v->n == v->cap) {
         size_t cap = v->cap ? 2 * v->cap : 4096;
         char *grown = realloc(v->data, cap * v->elem);
@@ -70,102 +65,6 @@ vec_take(vec_t *taken)
 
 /* ---- parsing (CUPTI's thread, store_lock held) ---------------------------------------------- */
 
-static void
-add_kernel(const CUpti_ActivityKernel10 *k)
-{
-    gp_kernel_out *o = vec_push(&kernels);
-    if (o == NULL)
-        return;
-    o->start = k->start;
-    o->end = k->end;
-    o->correlation_id = k->correlationId;
-    o->name_id = gp_kernel_name_intern(k->name);
-    o->device = k->deviceId;
-    o->context = k->contextId;
-    o->stream = k->streamId;
-    o->grid[0] = k->gridX;
-    o->grid[1] = k->gridY;
-    o->grid[2] = k->gridZ;
-    o->block[0] = k->blockX;
-    o->block[1] = k->blockY;
-    o->block[2] = k->blockZ;
-    o->static_smem = k->staticSharedMemory;
-    o->dynamic_smem = k->dynamicSharedMemory;
-    o->local_mem_per_thread = k->localMemoryPerThread;
-    o->smem_executed = k->sharedMemoryExecuted;
-    o->graph_id = k->graphId;
-    o->registers_per_thread = k->registersPerThread;
-    o->launch_type = k->launchType;
-}
-
-static void
-add_memcpy(const CUpti_ActivityMemcpy6 *m)
-{
-    gp_memcpy_out *o = vec_push(&memcpys);
-    if (o == NULL)
-        return;
-    o->start = m->start;
-    o->end = m->end;
-    o->bytes = m->bytes;
-    o->correlation_id = m->correlationId;
-    o->runtime_correlation_id = m->runtimeCorrelationId;
-    o->device = m->deviceId;
-    o->context = m->contextId;
-    o->stream = m->streamId;
-    o->copy_kind = m->copyKind;
-    o->src_kind = m->srcKind;
-    o->dst_kind = m->dstKind;
-    o->flags = m->flags;
-}
-
-static void
-add_memset(const CUpti_ActivityMemset4 *m)
-{
-    gp_memset_out *o = vec_push(&memsets);
-    if (o == NULL)
-        return;
-    o->start = m->start;
-    o->end = m->end;
-    o->bytes = m->bytes;
-    o->correlation_id = m->correlationId;
-    o->device = m->deviceId;
-    o->context = m->contextId;
-    o->stream = m->streamId;
-    o->value = m->value;
-    o->memory_kind = m->memoryKind;
-    o->flags = m->flags;
-}
-
-static void
-add_memory(const CUpti_ActivityMemory4 *m)
-{
-    gp_memory_out *o = vec_push(&memories);
-    if (o == NULL)
-        return;
-    o->timestamp = m->timestamp;
-    o->address = m->address;
-    o->bytes = m->bytes;
-    o->correlation_id = m->correlationId;
-    o->device = m->deviceId;
-    o->context = m->contextId;
-    o->stream = m->streamId;
-    o->operation = (uint8_t)m->memoryOperationType;
-    o->memory_kind = (uint8_t)m->memoryKind;
-    o->is_async = m->isAsync != 0;
-}
-
-static void
-add_extcorr(const CUpti_ActivityExternalCorrelation *e)
-{
-    if (e->externalKind != GP_EXTERNAL_KIND)
-        return; /* another tool's ids */
-    gp_extcorr_out *o = vec_push(&extcorrs);
-    if (o == NULL)
-        return;
-    o->external_id = e->externalId;
-    o->correlation_id = e->correlationId;
-}
-
 static void (*api_hook)(const CUpti_ActivityAPI *api);
 
 void
@@ -174,38 +73,32 @@ gp_records_set_api_hook(void (*hook)(const CUpti_ActivityAPI *api))
     api_hook = hook;
 }
 
+/* The row of gp_record_kinds that CUPTI record kind `kind` is parsed into, or NULL. */
+static const gp_record_kind *
+kind_of(CUpti_ActivityKind kind)
+{
+    for (int r = 0; r < GP_N_RECORD_KINDS; r++) {
+        const gp_record_kind *row = &gp_record_kinds[r];
+        if (row->add != NULL && (row->parse[0] == kind || row->parse[1] == kind))
+            return row;
+    }
+    return NULL;
+}
+
 static void
 parse_buffer(uint8_t *buffer, size_t valid)
 {
     CUpti_Activity *rec = NULL;
     pthread_mutex_lock(&store_lock);
     while (gp_cupti.cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-        switch (rec->kind) {
-        case CUPTI_ACTIVITY_KIND_KERNEL:
-        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-            add_kernel((const CUpti_ActivityKernel10 *)rec);
-            break;
-        case CUPTI_ACTIVITY_KIND_MEMCPY:
-            add_memcpy((const CUpti_ActivityMemcpy6 *)rec);
-            break;
-        case CUPTI_ACTIVITY_KIND_MEMSET:
-            add_memset((const CUpti_ActivityMemset4 *)rec);
-            break;
-        case CUPTI_ACTIVITY_KIND_MEMORY2:
-            add_memory((const CUpti_ActivityMemory4 *)rec);
-            break;
-        case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION:
-            add_extcorr((const CUpti_ActivityExternalCorrelation *)rec);
-            break;
-        case CUPTI_ACTIVITY_KIND_RUNTIME:
-        case CUPTI_ACTIVITY_KIND_DRIVER:
-            /* enabled so that external ids are recorded, and for Python lines' launches */
-            if (api_hook != NULL)
-                api_hook((const CUpti_ActivityAPI *)rec);
-            break;
-        default:
-            break;
-        }
+        const gp_record_kind *row = kind_of(rec->kind);
+        if (row != NULL)
+            row->add(rec);
+        else if ((rec->kind == CUPTI_ACTIVITY_KIND_RUNTIME ||
+                  rec->kind == CUPTI_ACTIVITY_KIND_DRIVER) &&
+                 api_hook != NULL)
+            /* enabled for Python lines' launches (activity.c's API bit): not stored here */
+            api_hook((const CUpti_ActivityAPI *)rec);
     }
     pthread_mutex_unlock(&store_lock);
 }
@@ -215,7 +108,7 @@ gp_records_note_region_stream(int64_t record, uint32_t device, uint32_t stream, 
                               int edge, uint32_t bound)
 {
     pthread_mutex_lock(&store_lock);
-    gp_region_stream_out *o = vec_push(&region_streams);
+    gp_region_stream_out *o = gp_records_push(GP_REC_REGION_STREAMS);
     if (o != NULL) {
         o->record = record;
         o->device = device;
@@ -231,7 +124,7 @@ void
 gp_records_note_call(uint32_t correlation_id, uint64_t external_id)
 {
     pthread_mutex_lock(&store_lock);
-    gp_extcorr_out *o = vec_push(&extcorrs);
+    gp_extcorr_out *o = gp_records_push(GP_REC_EXTCORR);
     if (o != NULL) {
         o->external_id = external_id;
         o->correlation_id = correlation_id;
@@ -395,40 +288,51 @@ names_list(void)
     return list;
 }
 
-/* _activity_take() -> dict: every record parsed since the last take, as packed structs, with the
- * kernel-name table and the dropped count. */
+/* _activity_take() -> dict: every record parsed since the last take, as packed structs (one
+ * bytes object per row of gp_record_kinds, under its name), with the kernel-name table
+ * ("names") and the dropped count ("dropped"). */
 static PyObject *
 activity_take(PyObject *module, PyObject *unused)
 {
-    vec_t k, c, s, m, e, v;
+    vec_t taken[GP_N_RECORD_KINDS];
     uint64_t our_lost, dropped;
     pthread_mutex_lock(&store_lock);
-    k = kernels, c = memcpys, s = memsets, m = memories, e = extcorrs, v = region_streams;
-    kernels.data = memcpys.data = memsets.data = memories.data = extcorrs.data = NULL;
-    kernels.n = memcpys.n = memsets.n = memories.n = extcorrs.n = 0;
-    kernels.cap = memcpys.cap = memsets.cap = memories.cap = extcorrs.cap = 0;
-    region_streams.data = NULL;
-    region_streams.n = region_streams.cap = 0;
+    for (int r = 0; r < GP_N_RECORD_KINDS; r++) {
+        taken[r] = stores[r];
+        stores[r].data = NULL;
+        stores[r].n = stores[r].cap = 0;
+    }
     our_lost = lost;
     lost = 0;
     pthread_mutex_unlock(&store_lock);
-    PyObject *names = names_list();
-    PyObject *kb = vec_take(&k), *cb = vec_take(&c), *sb = vec_take(&s), *mb = vec_take(&m),
-             *eb = vec_take(&e), *vb = vec_take(&v);
-    if (names == NULL || !kb || !cb || !sb || !mb || !eb || !vb ||
-        take_dropped(our_lost, &dropped) < 0)
+    PyObject *out = PyDict_New();
+    int failed = out == NULL;
+    for (int r = 0; r < GP_N_RECORD_KINDS; r++) { /* every store is freed, whatever failed */
+        taken[r].elem = gp_record_kinds[r].size;
+        PyObject *b = vec_take(&taken[r]);
+        if (!failed && (b == NULL || PyDict_SetItemString(out, gp_record_kinds[r].name, b) < 0))
+            failed = 1;
+        Py_XDECREF(b);
+    }
+    if (failed)
         goto error;
-    return Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:K}", "kernels", kb, "memcpy", cb, "memset",
-                         sb, "memory", mb, "extcorr", eb, "region_streams", vb, "names", names,
-                         "dropped", (unsigned long long)dropped);
+    PyObject *names = names_list();
+    if (names == NULL || PyDict_SetItemString(out, "names", names) < 0) {
+        Py_XDECREF(names);
+        goto error;
+    }
+    Py_DECREF(names);
+    if (take_dropped(our_lost, &dropped) < 0)
+        goto error;
+    PyObject *d = PyLong_FromUnsignedLongLong((unsigned long long)dropped);
+    if (d == NULL || PyDict_SetItemString(out, "dropped", d) < 0) {
+        Py_XDECREF(d);
+        goto error;
+    }
+    Py_DECREF(d);
+    return out;
 error:
-    Py_XDECREF(vb);
-    Py_XDECREF(names);
-    Py_XDECREF(kb);
-    Py_XDECREF(cb);
-    Py_XDECREF(sb);
-    Py_XDECREF(mb);
-    Py_XDECREF(eb);
+    Py_XDECREF(out);
     return NULL;
 }
 
@@ -465,86 +369,21 @@ demangle(PyObject *module, PyObject *seq)
     return out;
 }
 
-/* _activity_layouts() -> {struct: dtype dict}: the one description of the records, from which
- * gpuprofile/tracing/activity.py builds its NumPy dtypes (core/layout.h). */
-#define GP_F(type, field) GP_LAYOUT_FIELD(type, field)
-#define GP_AT(type, name, member)                                                                  \
-    {                                                                                              \
-        name, GP_LAYOUT_FORMAT(((type *)0)->member), offsetof(type, member)                        \
-    }
-#define GP_DTYPE(fields, type)                                                                     \
-    gp_layout_dtype(fields, sizeof fields / sizeof fields[0], sizeof(type))
-
-static PyObject *
-activity_layouts(PyObject *module, PyObject *unused)
-{
-    static const gp_layout_field kernel[] = {GP_F(gp_kernel_out, start),
-                                             GP_F(gp_kernel_out, end),
-                                             GP_F(gp_kernel_out, correlation_id),
-                                             GP_F(gp_kernel_out, name_id),
-                                             GP_F(gp_kernel_out, device),
-                                             GP_F(gp_kernel_out, context),
-                                             GP_F(gp_kernel_out, stream),
-                                             GP_AT(gp_kernel_out, "grid_x", grid[0]),
-                                             GP_AT(gp_kernel_out, "grid_y", grid[1]),
-                                             GP_AT(gp_kernel_out, "grid_z", grid[2]),
-                                             GP_AT(gp_kernel_out, "block_x", block[0]),
-                                             GP_AT(gp_kernel_out, "block_y", block[1]),
-                                             GP_AT(gp_kernel_out, "block_z", block[2]),
-                                             GP_F(gp_kernel_out, static_smem),
-                                             GP_F(gp_kernel_out, dynamic_smem),
-                                             GP_F(gp_kernel_out, local_mem_per_thread),
-                                             GP_F(gp_kernel_out, smem_executed),
-                                             GP_F(gp_kernel_out, graph_id),
-                                             GP_F(gp_kernel_out, registers_per_thread),
-                                             GP_F(gp_kernel_out, launch_type)};
-    static const gp_layout_field memcpy_[] = {GP_F(gp_memcpy_out, start),
-                                              GP_F(gp_memcpy_out, end),
-                                              GP_F(gp_memcpy_out, bytes),
-                                              GP_F(gp_memcpy_out, correlation_id),
-                                              GP_F(gp_memcpy_out, runtime_correlation_id),
-                                              GP_F(gp_memcpy_out, device),
-                                              GP_F(gp_memcpy_out, context),
-                                              GP_F(gp_memcpy_out, stream),
-                                              GP_F(gp_memcpy_out, copy_kind),
-                                              GP_F(gp_memcpy_out, src_kind),
-                                              GP_F(gp_memcpy_out, dst_kind),
-                                              GP_F(gp_memcpy_out, flags)};
-    static const gp_layout_field memset_[] = {
-        GP_F(gp_memset_out, start),       GP_F(gp_memset_out, end),
-        GP_F(gp_memset_out, bytes),       GP_F(gp_memset_out, correlation_id),
-        GP_F(gp_memset_out, device),      GP_F(gp_memset_out, context),
-        GP_F(gp_memset_out, stream),      GP_F(gp_memset_out, value),
-        GP_F(gp_memset_out, memory_kind), GP_F(gp_memset_out, flags)};
-    static const gp_layout_field memory[] = {
-        GP_F(gp_memory_out, timestamp),   GP_F(gp_memory_out, address),
-        GP_F(gp_memory_out, bytes),       GP_F(gp_memory_out, correlation_id),
-        GP_F(gp_memory_out, device),      GP_F(gp_memory_out, context),
-        GP_F(gp_memory_out, stream),      GP_F(gp_memory_out, operation),
-        GP_F(gp_memory_out, memory_kind), GP_F(gp_memory_out, is_async)};
-    static const gp_layout_field extcorr[] = {GP_F(gp_extcorr_out, external_id),
-                                              GP_F(gp_extcorr_out, correlation_id)};
-    static const gp_layout_field region_stream[] = {
-        GP_F(gp_region_stream_out, record), GP_F(gp_region_stream_out, device),
-        GP_F(gp_region_stream_out, stream), GP_F(gp_region_stream_out, before),
-        GP_F(gp_region_stream_out, edge),   GP_F(gp_region_stream_out, bound)};
-    return Py_BuildValue(
-        "{s:N,s:N,s:N,s:N,s:N,s:N}", "kernel", GP_DTYPE(kernel, gp_kernel_out), "memcpy",
-        GP_DTYPE(memcpy_, gp_memcpy_out), "memset", GP_DTYPE(memset_, gp_memset_out), "memory",
-        GP_DTYPE(memory, gp_memory_out), "extcorr", GP_DTYPE(extcorr, gp_extcorr_out),
-        "region_stream", GP_DTYPE(region_stream, gp_region_stream_out));
-}
-
 static PyMethodDef records_methods[] = {
     {"_activity_take", activity_take, METH_NOARGS, "Take every parsed record (packed structs)."},
     {"_intern_kernel_names", demangle, METH_O, "[(id, demangled)] for kernel names (tests)."},
-    {"_activity_layouts", activity_layouts, METH_NOARGS,
-     "NumPy dtype dicts of the record structs."},
     {NULL, NULL, 0, NULL},
 };
 
 int
 gp_records_init(PyObject *module)
 {
-    return PyModule_AddFunctions(module, records_methods);
+    if (PyModule_AddFunctions(module, records_methods) < 0)
+        return -1;
+    PyObject *kinds = gp_record_kinds_export();
+    if (kinds == NULL)
+        return -1;
+    int rc = PyModule_AddObjectRef(module, "RECORD_KINDS", kinds);
+    Py_DECREF(kinds);
+    return rc;
 }

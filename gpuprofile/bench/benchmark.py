@@ -17,6 +17,8 @@ import warnings
 from datetime import datetime, timezone
 from typing import Any
 
+from .._user_code import add_note as _add_note
+from .._user_code import callable_name as _fn_name
 from ..distributed import rank_fields
 from .loop import Collected, collect, warm_up
 from .options import SIGNATURE, Options, make_options, split_options
@@ -106,21 +108,10 @@ def _warn_if_noisy(result) -> None:
 # ---- running -------------------------------------------------------------------------------------
 
 
-def _add_note(exc: BaseException, note: str) -> None:
-    if hasattr(exc, "add_note"):
-        exc.add_note(note)
-    else:  # Python 3.10: kept where 3.11's traceback would show it
-        exc.__notes__ = [*getattr(exc, "__notes__", []), note]
-
-
 def _where(failed_call: int) -> str:
     if failed_call < 0:
         return "(not in fn)"
     return f"when fn raised at call {failed_call} (counting from 0; call 0 is the first call)"
-
-
-def _fn_name(fn) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
 def _use_gpu(opts: Options) -> bool:

@@ -48,9 +48,11 @@ def throughput(median_ms: float, flops, nbytes, peak_tflops, peak_gbps) -> dict:
             out["pct_peak_bw"] = 100 * out["gbps"] / peak_gbps
     if flops is not None and nbytes is not None:
         out["arithmetic_intensity"] = flops / nbytes
-        if peak_tflops and peak_gbps:
-            out["ridge_point"] = peak_tflops * 1e12 / (peak_gbps * 1e9)
-            out["bound"] = "memory" if out["arithmetic_intensity"] < out["ridge_point"] else "compute"
+        if peak_tflops and peak_gbps:  # the one roofline: counters/verdicts.py's
+            from ..counters.verdicts import roofline_point
+
+            point = roofline_point(flops, nbytes, seconds, peak_tflops * 1e12, peak_gbps * 1e9)
+            out["ridge_point"], out["bound"] = point.ridge, point.region
     return out
 
 

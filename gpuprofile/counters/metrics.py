@@ -36,6 +36,8 @@ from dataclasses import dataclass
 
 from .. import _C
 from .._progress import progress
+from .._user_code import add_note
+from .._user_code import callable_name as _label
 from . import catalog as _catalog
 from .metric_sets import DURATION, expand, sets_in
 from .result import CACHE_CONTROL, MetricsResult, build
@@ -127,10 +129,6 @@ def metric_passes(metrics="sol", chip: str | None = None) -> int:
     return _catalog.configure(names, chip, "range", avail)[1]
 
 
-def _label(fn) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
-
-
 # ---- the launch log (names for auto ranges) -------------------------------------------------
 
 
@@ -167,10 +165,7 @@ def _cleanup(rp, log_on: bool) -> list:
 
 def _annotate(exc: BaseException, errors: list) -> None:
     for msg in errors:
-        if hasattr(exc, "add_note"):
-            exc.add_note(f"gpuprofile cleanup: {msg}")
-        else:
-            log.warning("gpuprofile cleanup after %r: %s", exc, msg)
+        add_note(exc, f"gpuprofile cleanup: {msg}")
 
 
 # ---- metrics() --------------------------------------------------------------------------------

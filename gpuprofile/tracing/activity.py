@@ -1,6 +1,7 @@
-"""The Python half of CUPTI activity tracing: NumPy mirrors of the C record layouts in
-csrc/activity.h, and the collection of records for every consumer (profiles, memory trackers and
-memory=True regions) that is active while they arrive.
+"""The Python half of CUPTI activity tracing: the record kinds of the C table (KINDS, read from
+_C.RECORD_KINDS: csrc/tracing/records.c defines every kind and its layout once), and the
+collection of records for every consumer (profiles, memory trackers and memory=True regions)
+that is active while they arrive.
 
 Kinds are reference-counted in C, so consumers may overlap. Every collection flushes CUPTI, takes
 every record parsed since the last one and hands the same chunk to each active consumer; each
@@ -9,7 +10,7 @@ consumer keeps what falls into its own time window.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 
 import numpy as np
 
@@ -19,59 +20,70 @@ from .._foreign import torch_profiler_active
 from ..distributed import clock_pair
 from .attribution import attribute  # noqa: F401  (re-exported: memory, tests)
 
-KERNELS, MEMCPY, MEMSET, MEMORY, REGIONS, API = 1, 2, 4, 8, 16, 32
-
-# The records' dtypes, from the C structs themselves (csrc/tracing/records.h): kernels, copies,
-# sets, allocations/frees, external correlations (CUDA call -> region record), and the CUPTI stream
-# each traced region records its events on.
-_LAYOUTS = {name: np.dtype(layout) for name, layout in _C._activity_layouts().items()}
-KERNEL_RAW = _LAYOUTS["kernel"]
-MEMCPY_RAW = _LAYOUTS["memcpy"]
-MEMSET_RAW = _LAYOUTS["memset"]
-MEMORY_RAW = _LAYOUTS["memory"]
-EXTCORR_RAW = _LAYOUTS["extcorr"]
-REGION_STREAM_RAW = _LAYOUTS["region_stream"]
+# The mask bits a consumer asks for (csrc/tracing/records.h's GP_ACT_*).
+BITS: dict = dict(_C.ACTIVITY_BITS)
+KERNELS, MEMCPY, MEMSET, MEMORY = BITS["kernels"], BITS["memcpy"], BITS["memset"], BITS["memory"]
+REGIONS, API = BITS["regions"], BITS["api"]
 
 
-@dataclass
-class Chunk:
-    """Records of one collection, as raw structured arrays, with the kernel-name table."""
+@dataclass(frozen=True)
+class Kind:
+    """One kind of activity record: a row of the C table (_C.RECORD_KINDS, csrc/tracing/records.h),
+    as Kineto's ActivityType is one kind of its trace. `raw` is the NumPy dtype of its C struct;
+    `start`/`end` the columns a time window clips on (None: never clipped); `bit` the mask bit
+    that asks for it."""
 
-    kernels: np.ndarray
-    memcpy: np.ndarray
-    memset: np.ndarray
-    memory: np.ndarray
-    extcorr: np.ndarray
-    names: list
-    dropped: int = 0
-    region_streams: np.ndarray = field(default_factory=lambda: np.empty(0, REGION_STREAM_RAW))
+    name: str
+    bit: int
+    raw: np.dtype
+    start: str | None
+    end: str | None
 
-    _ARRAYS = ("kernels", "memcpy", "memset", "memory", "extcorr", "region_streams")
 
-    @classmethod
-    def empty(cls) -> Chunk:
-        return cls(np.empty(0, KERNEL_RAW), np.empty(0, MEMCPY_RAW), np.empty(0, MEMSET_RAW),
-                   np.empty(0, MEMORY_RAW), np.empty(0, EXTCORR_RAW), [])
+KINDS: tuple = tuple(Kind(row["name"], row["bit"], np.dtype(row["layout"]), row["start"], row["end"])
+                     for row in _C.RECORD_KINDS)
+RAW = {kind.name: kind.raw for kind in KINDS}
+# the dtypes by their old names (tests/synthetic.py, attribution, timeline)
+KERNEL_RAW, MEMCPY_RAW, MEMSET_RAW = RAW["kernels"], RAW["memcpy"], RAW["memset"]
+MEMORY_RAW, EXTCORR_RAW, REGION_STREAM_RAW = RAW["memory"], RAW["extcorr"], RAW["region_streams"]
+
+
+class _ChunkMethods:
+    def arrays(self) -> dict:
+        return {kind.name: getattr(self, kind.name) for kind in KINDS}
 
     @classmethod
-    def from_raw(cls, raw: dict) -> Chunk:
-        return cls(
-            kernels=np.frombuffer(raw["kernels"], KERNEL_RAW),
-            memcpy=np.frombuffer(raw["memcpy"], MEMCPY_RAW),
-            memset=np.frombuffer(raw["memset"], MEMSET_RAW),
-            memory=np.frombuffer(raw["memory"], MEMORY_RAW),
-            extcorr=np.frombuffer(raw["extcorr"], EXTCORR_RAW),
-            names=raw["names"], dropped=int(raw["dropped"]),
-            region_streams=np.frombuffer(raw["region_streams"], REGION_STREAM_RAW),
-        )
+    def empty(cls):
+        return cls()
 
     @classmethod
-    def concat(cls, chunks: list) -> Chunk:
+    def from_raw(cls, raw: dict):
+        """From _C._activity_take()'s dict: a bytes object per kind, the names, the dropped."""
+        return cls(names=raw["names"], dropped=int(raw["dropped"]),
+                   **{kind.name: np.frombuffer(raw[kind.name], kind.raw) for kind in KINDS})
+
+    @classmethod
+    def concat(cls, chunks: list):
         if not chunks:
             return cls.empty()
         names = max((c.names for c in chunks), key=len)  # the table only grows
-        arrays = {f: np.concatenate([getattr(c, f) for c in chunks]) for f in cls._ARRAYS}
-        return cls(**arrays, names=names, dropped=sum(c.dropped for c in chunks))
+        arrays = {kind.name: np.concatenate([getattr(c, kind.name) for c in chunks])
+                  for kind in KINDS}
+        return cls(names=names, dropped=sum(c.dropped for c in chunks), **arrays)
+
+
+def _empty(kind: Kind):
+    return field(default_factory=lambda: np.empty(0, kind.raw))
+
+
+# Records of one collection: a raw structured array per record kind (KINDS) as a field of its
+# name (chunk.kernels, chunk.memcpy, ...; empty when not given), then the kernel-name table and
+# the count of dropped records. Built from the table, so a new kind needs nothing here.
+Chunk = make_dataclass(
+    "Chunk", [(kind.name, np.ndarray, _empty(kind)) for kind in KINDS]
+    + [("names", list, field(default_factory=list)), ("dropped", int, 0)],
+    bases=(_ChunkMethods,), kw_only=True)
+Chunk.__module__ = __name__
 
 
 _active: list = []  # consumers currently collecting, in start order
@@ -228,15 +240,13 @@ def _release(mask: int):
 
 
 def clip(chunk: Chunk, t0: int, t1: int) -> Chunk:
-    """Records that overlap [t0, t1]; records without timestamps (0) are kept."""
-    def keep(start, end):
-        return (start == 0) | ((end >= t0) & (start <= t1))
+    """Records that overlap [t0, t1]; records without timestamps (0) are kept, and so are the
+    kinds without times (Kind.start None)."""
+    def keep(array, kind):
+        if kind.start is None:
+            return array
+        start, end = array[kind.start], array[kind.end]
+        return array[(start == 0) | ((end >= t0) & (start <= t1))]
 
-    return Chunk(
-        kernels=chunk.kernels[keep(chunk.kernels["start"], chunk.kernels["end"])],
-        memcpy=chunk.memcpy[keep(chunk.memcpy["start"], chunk.memcpy["end"])],
-        memset=chunk.memset[keep(chunk.memset["start"], chunk.memset["end"])],
-        memory=chunk.memory[keep(chunk.memory["timestamp"], chunk.memory["timestamp"])],
-        extcorr=chunk.extcorr, names=chunk.names, dropped=chunk.dropped,
-        region_streams=chunk.region_streams,
-    )
+    return Chunk(names=chunk.names, dropped=chunk.dropped,
+                 **{kind.name: keep(getattr(chunk, kind.name), kind) for kind in KINDS})

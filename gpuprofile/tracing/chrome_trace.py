@@ -17,6 +17,7 @@ import threading
 import numpy as np
 
 from .._files import atomic_write
+from .._tables import factorize
 from .._version import __version__
 from .region_clock import NO_END, subtree_spans
 
@@ -77,11 +78,9 @@ def _us(ns: int) -> str:
 
 # ---- grouping --------------------------------------------------------------------------------
 
-def _factorize(values) -> np.ndarray:
+def _codes(values) -> np.ndarray:
     """Codes of an object array by value, in order of first appearance."""
-    seen: dict = {}
-    lst = values.tolist() if isinstance(values, np.ndarray) else list(values)
-    return np.fromiter((seen.setdefault(v, len(seen)) for v in lst), np.int64, len(lst))
+    return factorize(values)[0]
 
 
 def _pack(columns) -> list:
@@ -172,7 +171,7 @@ def _python_line(col, i) -> str:
 
 def _python_codes(records, col):
     """Codes of the python_line column, so that rows from different lines are not merged."""
-    return [_factorize(col("python_line"))] if "python_line" in records.dtype.names else []
+    return [_codes(col("python_line"))] if "python_line" in records.dtype.names else []
 
 
 def _kernel_events(kernels, base: int, details: bool, codes=None, nccl_bytes=None):
@@ -183,8 +182,8 @@ def _kernel_events(kernels, base: int, details: bool, codes=None, nccl_bytes=Non
         return
     col = _columns(kernels, keep)
     codes = codes or {}
-    name = codes["name"][keep] if "name" in codes else _factorize(col("name"))
-    region = codes["region"][keep] if "region" in codes else _factorize(col("region"))
+    name = codes["name"][keep] if "name" in codes else _codes(col("name"))
+    region = codes["region"][keep] if "region" in codes else _codes(col("region"))
     columns = [name, region, col("device"), col("stream"), *_python_codes(kernels, col)]
     sizes = None if nccl_bytes is None else np.asarray(nccl_bytes, dtype=np.int64)[keep]
     if sizes is not None and (sizes >= 0).any():
@@ -205,7 +204,7 @@ def _copy_events(records, base: int, cat: str, details: bool):
         return
     col = _columns(records, keep)
     label = col("kind") if cat == "memcpy" else col("memory_kind")
-    columns = [_factorize(label), _factorize(col("region")), col("device"), col("stream"),
+    columns = [_codes(label), _codes(col("region")), col("device"), col("stream"),
                *_python_codes(records, col)]
     if details:
         columns.append(col("bytes"))
@@ -240,7 +239,7 @@ def _host_events(regions, start, end, base: int, pid: int):
         return
     names = regions["name"]
     threads = regions["thread"]
-    for first, rows in _groups(_combine(_factorize(names), threads), start):
+    for first, rows in _groups(_combine(_codes(names), threads), start):
         prefix = f'"cat":"region","name":{json.dumps(names[first])},"pid":{pid},"tid":{int(threads[first])},'
         yield x_events(prefix, start[rows] - base, end[rows] - start[rows])
 

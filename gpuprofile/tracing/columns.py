@@ -16,6 +16,7 @@ import json
 
 import numpy as np
 
+from .._tables import factorize
 from .chrome_trace import gpu_region_spans
 from .collectives import per_kernel_bytes
 from .nccl import parse_names, region_bytes
@@ -52,14 +53,6 @@ def require_pyarrow():
     return pyarrow
 
 
-def factorize(values) -> tuple:
-    """(int32 codes, labels) of a sequence of strings, labels in order of first appearance."""
-    seen: dict = {}
-    lst = values.tolist() if isinstance(values, np.ndarray) else list(values)
-    codes = np.fromiter((seen.setdefault(v, len(seen)) for v in lst), np.int32, len(lst))
-    return codes, list(seen)
-
-
 class _Part:
     """Rows of one kind: numeric columns as arrays, string columns as (codes, labels)."""
 
@@ -70,7 +63,7 @@ class _Part:
 
     def set(self, name: str, values) -> None:
         if dict(COLUMNS)[name] is str:
-            self.str[name] = factorize(values)
+            self.str[name] = factorize(values, np.int32)
         else:
             self.num[name] = np.asarray(values)
 

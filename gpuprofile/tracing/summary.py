@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from .._format import Label, html_table, text_table
-from .._tables import frame
+from .._tables import factorize, frame
 
 
 def merged_intervals(starts, ends):
@@ -95,14 +95,6 @@ class GroupRow:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def factorize(keys) -> tuple:
-    """(codes, labels) of a sequence of hashable keys, labels in order of first appearance."""
-    seen: dict = {}
-    keys = keys.tolist() if isinstance(keys, np.ndarray) else list(keys)
-    codes = np.fromiter((seen.setdefault(k, len(seen)) for k in keys), np.int64, len(keys))
-    return codes, list(seen)
 
 
 def group_rows(codes, labels, durations_ns, occupancy, limiters, busy: int) -> list:

@@ -14,14 +14,7 @@
 //   probe v1: one thread counts clock64() cycles over a %globaltimer window: cycles per ns is the
 //             SM clock in GHz, when NVML cannot say.
 #include "bench_kernels.h"
-
-static __device__ __forceinline__ uint64_t
-global_timer_ns()
-{
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
+#include "globaltimer.cuh"
 
 __global__ void
 gp_gate_kernel(gp_gate_params p)

@@ -7,14 +7,7 @@
 //            rather than the request.
 //   fault v1: a store through a small non-null invalid pointer (a sticky illegal-address error).
 #include "calibrate.h"
-
-static __device__ __forceinline__ uint64_t
-global_timer_ns()
-{
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
+#include "globaltimer.cuh"
 
 __global__ void
 gp_spin_kernel(uint64_t ns)

@@ -93,9 +93,8 @@ def _synthetic_profile(stream_attribution=True):
     k["correlation_id"] = [5, 50, 95]
     k["start"], k["end"] = [150, 300, 500], [200, 350, 600]
     k["stream"] = 7
-    chunk = _activity.Chunk(k, np.empty(0, _activity.MEMCPY_RAW), np.empty(0, _activity.MEMSET_RAW),
-                            np.empty(0, _activity.MEMORY_RAW), _ext([(5, 0), (1, 0), (90, 0)]),
-                            names=["k"], region_streams=_streams([(0, 7)]))
+    chunk = _activity.Chunk(kernels=k, extcorr=_ext([(5, 0), (1, 0), (90, 0)]), names=["k"],
+                            region_streams=_streams([(0, 7)]))
     w = _activity.Window(t0=0, t1=1000, offset_ns=0, offset_uncertainty_ns=0, chunk=chunk)
     recs = np.zeros(1, [("name", object), ("depth", "<i4"), ("host_start_ns", "<i8"),
                         ("host_end_ns", "<i8"), ("open", "u1")])
@@ -219,9 +218,8 @@ def test_region_spans_count_work_on_other_streams_and_note_the_region():
     k["correlation_id"] = [5, 50, 95]
     k["start"], k["end"] = [150, 300, 500], [200, 350, 700]
     k["stream"] = [13, 7, 7]  # the region's stream is 7; call 95 is after its stop event
-    chunk = _activity.Chunk(k, np.empty(0, _activity.MEMCPY_RAW), np.empty(0, _activity.MEMSET_RAW),
-                            np.empty(0, _activity.MEMORY_RAW), _ext([(5, 0), (1, 0), (90, 0)]),
-                            names=["k"], region_streams=_streams([(0, 7)]))
+    chunk = _activity.Chunk(kernels=k, extcorr=_ext([(5, 0), (1, 0), (90, 0)]), names=["k"],
+                            region_streams=_streams([(0, 7)]))
     w = _activity.Window(t0=0, t1=1000, offset_ns=0, offset_uncertainty_ns=0, chunk=chunk)
     recs = np.zeros(1, [("name", object), ("depth", "<i4"), ("host_start_ns", "<i8"),
                         ("host_end_ns", "<i8"), ("open", "u1"), ("gpu_ms", "<f8")])

@@ -2,6 +2,7 @@
 (Ctrl-C, CUDA errors), another profiler holding CUPTI, CUPTI missing. The C core is replaced by a
 fake where a device would be needed; the GPU tests run the real thing."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ import synthetic as S
 import gpuprofile as gp
 from gpuprofile.tracing import activity as _activity
 from gpuprofile.tracing.activity import KERNELS, MEMORY, REGIONS, Collector
+from gpuprofile.tracing.profile import Profile
 
 
 class FakeC:
@@ -177,8 +179,7 @@ def test_collector_window_clips_to_its_time(fake):
     k = w.chunk.kernels.copy()
     k["start"] = [w.t0 - 5000, 0]  # ended before the window; no timestamps (kept)
     k["end"] = [w.t0 - 1, 0]
-    clipped = _activity.clip(_activity.Chunk(k, *(getattr(w.chunk, f) for f in (
-        "memcpy", "memset", "memory", "extcorr")), names=[]), w.t0, w.t1)
+    clipped = _activity.clip(dataclasses.replace(w.chunk, kernels=k, names=[]), w.t0, w.t1)
     assert clipped.kernels["start"].tolist() == [0]
 
 
@@ -331,15 +332,41 @@ def test_cupti_of_another_cuda_is_passed_over_while_searching(tmp_path):
 
 
 def test_record_dtypes_come_from_the_c_structs():
-    """The activity records' dtypes are the C structs' layouts (_C._activity_layouts): sizes as
+    """The activity records' dtypes are the C structs' layouts (the RECORD_KINDS table): sizes as
     the C side fixes them, every field inside the record, names Python code relies on."""
-    sizes = {"kernel": 88, "memcpy": 48, "memset": 48, "memory": 48, "extcorr": 16,
-             "region_stream": 24}
-    for struct, layout in gp._C._activity_layouts().items():
-        dt = np.dtype(layout)
-        assert dt.itemsize == sizes[struct], struct
-        assert all(off + f.itemsize <= dt.itemsize for f, off in dt.fields.values()), struct
+    sizes = {"kernels": 88, "memcpy": 48, "memset": 48, "memory": 48, "extcorr": 16,
+             "region_streams": 24}
+    assert [row["name"] for row in gp._C.RECORD_KINDS] == list(sizes)
+    for row in gp._C.RECORD_KINDS:
+        dt = np.dtype(row["layout"])
+        assert dt.itemsize == sizes[row["name"]], row["name"]
+        assert all(off + f.itemsize <= dt.itemsize for f, off in dt.fields.values()), row["name"]
+        assert _activity.RAW[row["name"]] == dt
     k = _activity.KERNEL_RAW
     assert k.fields["grid_y"][1] == k.fields["grid_x"][1] + 4 and k["block_z"] == np.dtype("<i4")
     assert _activity.REGION_STREAM_RAW.names == ("record", "device", "stream", "before", "edge",
                                                  "bound")
+
+
+def test_the_record_kinds_table_drives_chunks_windows_and_the_mask():
+    """One row per record kind (Kineto's ActivityType as a table): the bits the C enables by,
+    the clip columns, and a Chunk with a field per kind, all read from _C.RECORD_KINDS."""
+    rows = {row["name"]: row for row in gp._C.RECORD_KINDS}
+    bits = gp._C.ACTIVITY_BITS
+    assert bits == {"kernels": 1, "memcpy": 2, "memset": 4, "memory": 8, "regions": 16, "api": 32}
+    assert [(n, rows[n]["bit"]) for n in ("kernels", "memcpy", "memset", "memory")] == \
+        [(n, bits[n]) for n in ("kernels", "memcpy", "memset", "memory")]
+    assert rows["extcorr"]["bit"] == rows["region_streams"]["bit"] == bits["regions"]
+    assert rows["memory"]["start"] == rows["memory"]["end"] == "timestamp"
+    assert rows["extcorr"]["start"] is None and rows["region_streams"]["end"] is None
+    chunk = _activity.Chunk.from_raw({**{n: b"" for n in rows}, "names": ["k"], "dropped": 3})
+    assert list(chunk.arrays()) == list(rows) and chunk.dropped == 3 and chunk.names == ["k"]
+    with pytest.raises(TypeError):
+        _activity.Chunk(syncs=np.zeros(0))
+    k = np.zeros(3, _activity.KERNEL_RAW)
+    k["start"], k["end"] = [5, 0, 50], [8, 0, 60]  # before, untimed (kept), inside
+    e = np.zeros(2, _activity.EXTCORR_RAW)  # never clipped
+    clipped = _activity.clip(_activity.Chunk(kernels=k, extcorr=e), 10, 100)
+    assert clipped.kernels["start"].tolist() == [0, 50] and len(clipped.extcorr) == 2
+    assert Profile(memcpy=False, memset=False).mask == bits["kernels"] | bits["memory"] | bits["regions"]
+    assert Profile(kernels=False, memcpy=False, memset=False).mask == bits["memory"]

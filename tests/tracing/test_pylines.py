@@ -307,9 +307,7 @@ def _profile_with_lines(tmp_path):
     k = np.zeros(3, _activity.KERNEL_RAW)
     k["correlation_id"] = [10, 20, 31]
     k["start"], k["end"] = [100, 200, 300], [150, 260, 370]
-    chunk = _activity.Chunk(k, np.empty(0, _activity.MEMCPY_RAW),
-                            np.empty(0, _activity.MEMSET_RAW), np.empty(0, _activity.MEMORY_RAW),
-                            np.empty(0, _activity.EXTCORR_RAW), names=["k"])
+    chunk = _activity.Chunk(kernels=k, names=["k"])
     w = _activity.Window(t0=0, t1=1000, offset_ns=0, offset_uncertainty_ns=0, chunk=chunk)
     return Profile._from_window(w, python_lines=_synthetic_lines(), python_stacks="stack")
 
@@ -333,9 +331,7 @@ def test_profile_rows_table_and_exports(tmp_path):
 
 def test_a_profile_without_lines_says_how_to_get_them():
     k = np.zeros(0, _activity.KERNEL_RAW)
-    chunk = _activity.Chunk(k, np.empty(0, _activity.MEMCPY_RAW),
-                            np.empty(0, _activity.MEMSET_RAW), np.empty(0, _activity.MEMORY_RAW),
-                            np.empty(0, _activity.EXTCORR_RAW), names=[])
+    chunk = _activity.Chunk(kernels=k, names=[])
     w = _activity.Window(t0=0, t1=1, offset_ns=0, offset_uncertainty_ns=0, chunk=chunk)
     p = Profile._from_window(w)
     assert p.kernels["python_line"].tolist() == []

@@ -179,7 +179,7 @@ def test_region_spans_leave_events_ms_to_events_regions():
 
 
 def test_ctrl_c_while_computing_fails_the_regions_and_is_raised(monkeypatch):
-    from gpuprofile.tracing import profile as _profile
+    from gpuprofile.tracing import session as _session
 
     recs = _records([("a", -1, "cupti", False, 100)])
     k, ext = S.kernels(1, regions=[0])
@@ -188,7 +188,7 @@ def test_ctrl_c_while_computing_fails_the_regions_and_is_raised(monkeypatch):
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_profile, "cupti_region_times", interrupted)
+    monkeypatch.setattr(_session, "cupti_region_times", interrupted)
     with pytest.raises(KeyboardInterrupt):
         p._fill_region_clock()
     (_, target, _, rest_failed), = calls
