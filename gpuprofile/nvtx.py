@@ -181,6 +181,8 @@ def _event(message, color, domain, category, payload, unknown=None) -> tuple:
     """The C call's arguments (message, color, domain handle, category[, payload]); the payload
     only when given, so the common call passes four. Checked once per distinct call (then a
     dict lookup: the checks cost more than NVTX itself without a tool attached)."""
+    if color is domain is category is payload is None and message.__class__ is str and not unknown:
+        return (message, -1, None, 0)  # the common call: nothing to check beyond the message
     if unknown:
         raise TypeError(f"unexpected NVTX keywords {sorted(unknown)}")
     key = (message, color, domain, category, type(color), type(category))  # True is not 1 here
@@ -287,17 +289,12 @@ def _qualname(fn) -> str:
     return name
 
 
-class range:  # noqa: A001 - the NVTX name users know
-    """`with nvtx.range("x"):` or `@nvtx.range("x")`: push on entry, pop on exit. As a decorator
-    the message may be left out, `@nvtx.range()` or bare `@nvtx.range`: the range takes the
-    function's qualified name. `nvtx.annotate` is the same class under the nvtx package's name."""
+class annotate:
+    """`with nvtx.annotate("x"):` or `@nvtx.annotate("x")`: push on entry, pop on exit (the nvtx
+    package's class). As a decorator the message may be left out, `@nvtx.annotate()`: the range
+    takes the function's qualified name."""
 
     __slots__ = ("message", "_args", "_domain")
-
-    def __new__(cls, message=None, color=None, domain=None, category=None, payload=None):
-        if callable(message) and color is domain is category is payload is None:
-            return cls(_qualname(message))(message)  # bare @range: decorate right away
-        return object.__new__(cls)
 
     def __init__(self, message: str | None = None, color=None, domain=None, category=None,
                  payload=None):
@@ -330,7 +327,7 @@ class range:  # noqa: A001 - the NVTX name users know
             return fn
         span = self
         if self.message is None:
-            span = object.__new__(range)
+            span = object.__new__(type(self))
             span.message = _qualname(fn)
             span._args = (span.message,) + self._args[1:]
             span._domain = self._domain
@@ -343,4 +340,13 @@ class range:  # noqa: A001 - the NVTX name users know
         return wrapper
 
 
-annotate = range  # the nvtx package's name
+class range(annotate):  # noqa: A001 - the NVTX name users know
+    """annotate, which also decorates bare: `@nvtx.range` names the range after the function's
+    qualified name (annotate itself keeps no __new__: building one per `with` is the hot path)."""
+
+    __slots__ = ()
+
+    def __new__(cls, message=None, color=None, domain=None, category=None, payload=None):
+        if callable(message) and color is domain is category is payload is None:
+            return cls(_qualname(message))(message)  # bare @range: decorate right away
+        return object.__new__(cls)
