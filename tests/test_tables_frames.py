@@ -66,3 +66,16 @@ def test_to_pandas_is_typed():
 
     for method in (Tabular.to_pandas, Summary.to_pandas, frame):
         assert inspect.signature(method).return_annotation == "pandas.DataFrame", method
+
+
+def test_the_memory_table_is_in_mib_as_printed():
+    from gpuprofile.tracing.summary import _MEMORY_HEADERS, Summary
+
+    mib = 2**20
+    s = Summary([], [], [dict(region="fwd", instances=2, peak_bytes=264 * mib,
+                              peak_above_entry_bytes=256 * mib, allocations=1,
+                              allocated_bytes=mib // 2)], 0, 0.0, 0.0, 0.0, 0, False)
+    df = s.to_pandas(by="memory")
+    assert list(df.columns) == [column_name(h) for h in _MEMORY_HEADERS] == [
+        "region", "instances", "peak_mib", "peak_above_entry_mib", "allocations", "allocated_mib"]
+    assert df.loc[0].tolist() == ["fwd", 2, 264.0, 256.0, 1, 0.5]

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._format import Label, html_table, text_table
-from .._tables import frame
+from .._tables import column_name, frame
 
 if TYPE_CHECKING:  # pandas stays optional at run time
     import pandas
@@ -269,8 +269,9 @@ class Summary:
         (memory_by_region)."""
         if by not in self._TABLES:
             raise ValueError(f"by must be one of {self._TABLES}, got {by!r}")
-        if by == "memory":
-            return [dict(r) for r in self.memory_by_region]
+        if by == "memory":  # in MiB, as printed (memory_by_region keeps the bytes)
+            return [{column_name(h): v for h, v in zip(_MEMORY_HEADERS, _memory_cells(r), strict=True)}
+                    for r in self.memory_by_region]
         # columns named as the printed headers are: the key is the kernel or the region, and a
         # region's calls are its kernels
         if by == "kernel":
