@@ -153,3 +153,28 @@ def test_pedantic_calls_setup_and_teardown_around_every_round(pytester):
             assert log == ["setup", "call", ("teardown", 2, 3)] * (1 + 1 + 3 + 4)
     """)
     pytester.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark").assert_outcomes(passed=1)
+
+
+@pytest.mark.gpu
+def test_pedantic_on_the_gpu_times_every_call(pytester, request):
+    """On a GPU clock each call is timed: rounds x iterations samples; setup and teardown still
+    run around each one, untimed. Run on a GPU machine (skipped here without one)."""
+    import gpuprofile as gp
+
+    if gp.device_count() == 0:
+        pytest.skip("needs a CUDA device")
+    if request.config.pluginmanager.get_plugin("gpuprofile") is None:
+        pytester.makeconftest('pytest_plugins = ["gpuprofile.pytest_plugin"]')
+    pytester.makepyfile(test_gpu_pedantic="""
+        import gpuprofile as gp
+
+        def test_spin(gpu_benchmark):
+            log = []
+            gpu_benchmark.extra_info["ns"] = 100000
+            gpu_benchmark.pedantic(gp.kernels.spin, args=(100000,), teardown=lambda ns: log.append(ns),
+                                   rounds=5, iterations=3, warmup_rounds=1)
+            r = gpu_benchmark.result
+            assert r.clock in ("cupti", "gpu") and r.iterations == 15 and r.median_ms >= 0.09
+            assert len(log) == 1 + 1 + 3 + 15  # the value's call, the first, warm-up, timed
+    """)
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark").assert_outcomes(passed=1)
