@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import fields
 import sys
 import time
+from dataclasses import fields
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
