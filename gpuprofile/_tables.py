@@ -12,8 +12,13 @@ from __future__ import annotations
 import csv
 import json
 import math
+import numbers
+from typing import TYPE_CHECKING
 
 from ._files import atomic_write, finite_or_none
+
+if TYPE_CHECKING:  # pandas stays optional at run time
+    import pandas
 
 
 def require_pandas():
@@ -35,16 +40,49 @@ def columns(rows) -> list:
     return list(seen)
 
 
-def frame(rows, index: str | None = None):
+def _is_missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _typed(df: pandas.DataFrame) -> pandas.DataFrame:
+    """Object columns that hold only numbers (a None among them: float64 with NaN), only
+    booleans (pandas' nullable 'boolean') or nothing at all (float64 NaN, as pandas reads an
+    empty CSV column) given their dtype: a missing value must not leave a column of numbers as
+    objects that .mean() or a plot cannot use."""
+    for name in df.columns:
+        col = df[name]
+        if col.dtype != object:
+            continue
+        present = [v for v in col if not _is_missing(v)]
+        if not present:
+            df[name] = col.astype("float64")
+        elif all(isinstance(v, bool) for v in present):
+            df[name] = col.astype("boolean")
+        elif all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in present):
+            df[name] = col.astype("float64")
+    return df
+
+
+def frame(rows, index: str | None = None) -> pandas.DataFrame:
     """A DataFrame of `rows` (dicts; keys missing from a row are NaN there), indexed by the
-    column `index` when given."""
+    column `index` when given; numbers and booleans typed as such (_typed)."""
     pd = require_pandas()
     rows = list(rows)
-    df = pd.DataFrame.from_records(rows, columns=columns(rows))
+    df = _typed(pd.DataFrame.from_records(rows, columns=columns(rows)))
     return df.set_index(index) if index is not None else df
 
 
-def array_frame(array):
+def column_name(header: str) -> str:
+    """The DataFrame/CSV column of a printed header: `total ms` -> total_ms, `% busy` ->
+    pct_busy, `occupancy %` -> occupancy_pct, `GPU idle before us` -> gpu_idle_before_us
+    (the unit stays the last word, one unit per column)."""
+    words = header.replace("%", " pct ").replace("'", "").lower().split()
+    if words[:1] == ["pct"] and len(words) > 1:  # "% busy" reads as pct_busy
+        words = ["pct", *words[1:]]
+    return "_".join(words)
+
+
+def array_frame(array) -> pandas.DataFrame:
     """A DataFrame of a NumPy structured array (a profile's kernels, memcpy, memset, memory):
     one column per field; a field holding an array per row becomes a column of lists."""
     pd = require_pandas()
@@ -108,7 +146,7 @@ class Tabular:
         """The result as rows (dicts), the rows of to_pandas() and to_csv()."""
         raise NotImplementedError
 
-    def to_pandas(self):
+    def to_pandas(self) -> pandas.DataFrame:
         """The result as a pandas DataFrame (needs pandas)."""
         return frame(self.table_rows(), self._frame_index)
 

@@ -88,8 +88,9 @@ def print_info(info: dict, out=sys.stdout) -> None:
 RUN_USAGE = """usage: gpuprofile run [options] script.py [script arguments]
 
 Run a Python script under gpuprofile.profile() (CUPTI tracing of kernels, copies, sets and device
-memory), then print the summary and write the outputs asked for. gpuprofile's options may come
-before or after the script's name; arguments after `--` all go to the script.
+memory), then print the summary and write the outputs asked for. gpuprofile's options come before
+the script's name; everything after it goes to the script, as with python -m cProfile, nsys and ncu
+(`--` before the script's name ends the options, for a name that starts with '-').
 
 options:
   --trace PATH    write a Chrome trace (Perfetto, chrome://tracing); gzip if PATH ends in .gz
@@ -106,7 +107,7 @@ options:
 
 examples:
   gpuprofile run --trace train.json.gz train.py --epochs 1
-  gpuprofile run train.py --epochs 1 --json summary.json -- --json model.json
+  gpuprofile run --json summary.json train.py --epochs 1 --json model.json   # the 2nd --json is train.py's
   gpuprofile run --python-stacks line train.py    # which lines of train.py the GPU time is from
 
 The summary goes to stderr, so the script's own output keeps stdout."""
@@ -127,8 +128,10 @@ def parse_run_args(argv) -> tuple:
     k = 0
     while k < len(argv):
         arg = argv[k]
-        if arg == "--":
-            rest += argv[k + 1:]
+        if arg == "--":  # the script's name follows, whatever it looks like
+            if k + 1 == len(argv):
+                raise ValueError("no script given after '--'")
+            script, rest = argv[k + 1], argv[k + 2:]
             break
         name, eq, value = arg.partition("=")
         if name in _RUN_VALUE_OPTIONS:
@@ -140,12 +143,11 @@ def parse_run_args(argv) -> tuple:
             opts[name[2:]] = value
         elif arg in _RUN_FLAGS:
             opts[_RUN_FLAGS[arg]] = False
-        elif script is None:
-            if arg.startswith("-"):
-                raise ValueError(f"unknown option {arg!r}")
-            script = arg
-        else:
-            rest.append(arg)
+        elif arg.startswith("-"):
+            raise ValueError(f"unknown option {arg!r} (gpuprofile's options go before the script)")
+        else:  # the script: everything after it is the script's, as cProfile, nsys and ncu do
+            script, rest = arg, argv[k + 1:]
+            break
         k += 1
     if script is None:
         raise ValueError("no script given")

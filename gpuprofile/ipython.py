@@ -7,8 +7,10 @@
                                          the cell's regions and the device-memory peak, inline
 
 %gpu_timeit reads its options as %timeit does: -n N (timed calls per round; without it the noise
-decides when to stop), -r R (rounds; --rounds is the same), -q (print nothing), -o (return the
-BenchmarkResult), and prints one line:
+decides when to stop), -r R (rounds; --rounds is the same), -q (print nothing), -p P (significant
+digits), -o (return the result: a BenchmarkResult that also has %timeit's TimeitResult attributes,
+in seconds per call: average, stdev, best, worst, timings, all_runs, loops, repeat,
+compile_time), -h (this help), and prints one line:
 
     16.6 µs ± 0.1 µs per call (median ± 95 % CI, CUPTI, 735 calls)
 
@@ -30,6 +32,7 @@ import math
 import re
 import sys
 import time
+from dataclasses import fields
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
@@ -40,6 +43,7 @@ from . import _C
 from ._format import fmt
 from .bench.benchmark import run
 from .bench.options import make_options
+from .bench.result import BenchmarkResult
 from .bench.stmt import BadStatement, compile_stmt
 from .device import device_count
 
@@ -47,8 +51,60 @@ _CLOCK_NAMES = {"cupti": "CUPTI", "gpu": "CUDA events", "host": "host clock"}
 _WORD = re.compile(r"\s*(\S+)")
 
 
-def summary_line(result) -> str:
-    """The one line %gpu_timeit prints, %timeit's shape: median ± the 95 % CI's half-width."""
+class GpuTimeitResult(BenchmarkResult):
+    """What `%gpu_timeit -o` returns: the BenchmarkResult, with the attributes of IPython's
+    TimeitResult (what `%timeit -o` returns) in its units, seconds: `timings` per call of each
+    timed sample, `all_runs` per sample (`loops` calls each), `repeat` samples, their `average`,
+    `stdev` (of the population, as %timeit), `best` and `worst`; `compile_time` is the seconds
+    taken to compile the statement."""
+
+    compile_time: float = 0.0
+    _precision: int = 4
+
+    @classmethod
+    def of(cls, result: BenchmarkResult, compile_time: float, precision: int) -> GpuTimeitResult:
+        out = cls(**{f.name: getattr(result, f.name) for f in fields(result)})
+        out.compile_time, out._precision = compile_time, precision
+        return out
+
+    @property
+    def loops(self) -> int:
+        return int(self.inner)
+
+    @property
+    def repeat(self) -> int:
+        return len(self.samples)
+
+    @property
+    def timings(self) -> list:
+        return [float(x) / 1e3 for x in self.samples]
+
+    @property
+    def all_runs(self) -> list:
+        return [t * self.loops for t in self.timings]
+
+    @property
+    def best(self) -> float:
+        return min(self.timings, default=math.nan)
+
+    @property
+    def worst(self) -> float:
+        return max(self.timings, default=math.nan)
+
+    @property
+    def average(self) -> float:
+        t = self.timings
+        return math.fsum(t) / len(t) if t else math.nan
+
+    @property
+    def stdev(self) -> float:
+        t, mean = self.timings, self.average
+        return (math.fsum((x - mean) ** 2 for x in t) / len(t)) ** 0.5 if t else math.nan
+
+
+def summary_line(result, digits: int = 4) -> str:
+    """The one line %gpu_timeit prints, %timeit's shape: median ± the 95 % CI's half-width, to
+    `digits` significant digits (-p)."""
     half = (result.ci_high_ms - result.ci_low_ms) / 2
     how = [_CLOCK_NAMES.get(result.clock, result.clock)]
     if result.mode != "cold":
@@ -58,7 +114,7 @@ def summary_line(result) -> str:
     if result.rounds > 1:
         how.append(f"{result.rounds} rounds")
     scale, unit = _unit(result.median_ms)
-    return (f"{fmt(result.median_ms / scale)} {unit} ± {fmt(half / scale)} {unit} per call "
+    return (f"{fmt(result.median_ms / scale, digits)} {unit} ± {fmt(half / scale, digits)} {unit} per call "
             f"(median ± 95 % CI, {', '.join(how)})")
 
 
@@ -121,7 +177,11 @@ class GpuProfileMagics(Magics):
     @argument("-r", "--repeat", "--rounds", dest="rounds", type=int, default=1, metavar="R",
               help="rounds: repeat the whole measurement; the interval spans the rounds' medians")
     @argument("-q", "--quiet", action="store_true", help="print nothing")
-    @argument("-o", "--output", action="store_true", help="return the BenchmarkResult")
+    @argument("-o", "--output", action="store_true",
+              help="return the result (a BenchmarkResult with %%timeit's TimeitResult attributes)")
+    @argument("-p", "--precision", type=int, default=4, metavar="P",
+              help="significant digits of the printed line (default: 4)")
+    @argument("-h", "--help", action="store_true", help="show this help and return")
     @argument("-v", "--verbose", action="store_true",
               help="show the whole result (text and HTML) instead of one line")
     @argument("-m", "--mode", default="cold", help="cold (L2 flushed, default), hot or graph")
@@ -148,6 +208,11 @@ class GpuProfileMagics(Magics):
         parser = self.gpu_timeit.parser
         words, rest = split_options(parser, line)
         args = parser.parse_args(words)
+        if args.help:  # as %timeit -h; IPython's own parser leaves -h out
+            print(parser.format_help())
+            return None
+        if args.precision < 1:
+            raise UsageError(f"-p needs a number of digits >= 1, got {args.precision}")
         stmt, setup = (rest, "") if cell is None else (cell, rest)
         if not stmt.strip():
             raise UsageError("%gpu_timeit needs a statement: %gpu_timeit [options] STMT")
@@ -163,6 +228,7 @@ class GpuProfileMagics(Magics):
             namespace["stream"] = Stream()
         if args.ab:
             return self._ab(stmt if cell is not None else None, setup, namespace, args)
+        t0 = time.perf_counter()
         try:
             fn, _ = compile_stmt(self.shell.transform_cell(stmt), self.shell.transform_cell(setup)
                                  if setup.strip() else "", namespace, name=args.name)
@@ -171,11 +237,13 @@ class GpuProfileMagics(Magics):
         if args.clock in ("auto", "host") and device_count() == 0 and not args.quiet:
             print(f"gpu_timeit: no CUDA device ({_C._cuda_status()['reason'] or 'none found'}): "
                   "timing with the host clock", file=sys.stderr)
-        result = self._measure(fn, args, namespace.get("stream"))
+        compile_time = time.perf_counter() - t0
+        result = GpuTimeitResult.of(self._measure(fn, args, namespace.get("stream")), compile_time,
+                                    args.precision)
         if args.verbose and not args.quiet:
             display(result)
         elif not args.quiet:
-            print(summary_line(result))
+            print(summary_line(result, args.precision))
         return result if args.output else None
 
     def _ab(self, cell, setup, namespace, args):

@@ -209,8 +209,11 @@ def pytest_configure(config):
         "gpu_benchmark(group=None, **options): group for the summary, and default "
         "gpuprofile.benchmark options for the gpu_benchmark fixture in this test",
     )
+    config.addinivalue_line(  # pytest-benchmark's, for its suites run without it installed
+        "markers", "benchmark(group=None, ...): pytest-benchmark's marker; gpu_benchmark reads its group")
     state = _State(config)
     _check_options(state)
+    _warn_bare_units(config, state)
     _resolve_compare(state)
     if not state.is_worker:
         _resolve_outputs(state)
@@ -247,6 +250,19 @@ def _check_options(state: _State) -> None:
     if state.thresholds and state.compare_spec is None:
         option = "--gpu-benchmark-compare-fail" if state.fail_exprs else "--gpu-benchmark-fail-slower"
         raise pytest.UsageError(f"{option} needs --gpu-benchmark-compare[=NUM|PATH]")
+
+
+def _warn_bare_units(config, state: _State) -> None:
+    """A threshold without a unit is ms here, seconds in pytest-benchmark (whose
+    --benchmark-compare-fail=mean:0.001 is 1 ms): gpuprofile keeps ms, its unit everywhere,
+    and says so, since the same text means 1000 times less here."""
+    for t in state.thresholds:
+        if not t.percent and t.stat != "ops" and t.text[-1:].isdigit():
+            number = t.text.partition(":")[2].strip()
+            config.issue_config_time_warning(pytest.PytestConfigWarning(
+                f"--gpu-benchmark-compare-fail={t.text}: a number without a unit is ms here "
+                f"({number} ms), but seconds in pytest-benchmark; write {number}ms or {number}s "
+                "to say which"), stacklevel=2)
 
 
 def _resolve_compare(state: _State) -> None:
@@ -337,7 +353,11 @@ class GpuBenchmarkFixture:
     def __init__(self, node, state: _State):
         marker = node.get_closest_marker("gpu_benchmark")
         defaults = dict(marker.kwargs) if marker else {}
-        self.group = defaults.pop("group", None)
+        # pytest-benchmark's @pytest.mark.benchmark(group=...) groups too; its other keywords
+        # are its own timer's settings, not gpuprofile's options
+        theirs = node.get_closest_marker("benchmark")
+        self.group = defaults.pop("group", theirs.kwargs.get("group") if theirs else None)
+        self.extra_info: dict = {}  # pytest-benchmark's: saved with each result of this test
         self.name = node.nodeid
         self.result = None
         self.results = []
@@ -358,33 +378,40 @@ class GpuBenchmarkFixture:
         self._record(benchmark(fn, *args, name=self._next_name(), **options, **kwargs))
         return value
 
-    def pedantic(self, fn, args=(), kwargs=None, *, setup=None, rounds=100, warmup_rounds=1, **options):
-        """Exactly `rounds` timed iterations after `warmup_rounds` untimed ones, no stopping rule
-        (pytest-benchmark's names: these rounds are iterations; --gpu-benchmark-rounds, or the
-        marker's rounds=, repeats the whole measurement). setup() runs untimed before every
-        iteration; it may return (args, kwargs) for that call. Other keywords are benchmark
-        options, but not rounds=. Returns fn's result from an extra first call."""
+    def pedantic(self, target, args=(), kwargs=None, setup=None, teardown=None, rounds=1,
+                 warmup_rounds=0, iterations=1, **options):
+        """pytest-benchmark's pedantic mode, with its arguments and defaults: `rounds` timed
+        samples of `iterations` calls each after `warmup_rounds` untimed rounds, no stopping rule
+        (--gpu-benchmark-rounds, or the marker's rounds=, repeats the whole measurement).
+        setup() runs untimed before every round and may return (args, kwargs) for it (then
+        args= and kwargs= must be left out, and iterations must be 1); teardown(*args, **kwargs)
+        runs untimed after every round. Other keywords are benchmark options. Returns target's
+        result from a first, untimed call (a GPU's first call loads code: it is never timed)."""
         from .bench.benchmark import make_options, run
+        from .bench.pedantic import check, hooks
 
-        if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-            raise ValueError(f"rounds must be an int >= 1, got {rounds!r}")
-        unknown = set(options) - _OPTIONS
-        if unknown:
-            raise TypeError(f"pedantic() got unknown options {sorted(unknown)}; fn's arguments go "
-                            "in args= and kwargs=")
-        kwargs = dict(kwargs or {})
-        call_args, call_kwargs = args, kwargs
+        check(target, setup, teardown, rounds, warmup_rounds, iterations, set(options) - _OPTIONS)
+        setup = hooks(setup, teardown, tuple(args), dict(kwargs or {}))
+        call_args, call_kwargs = setup() if setup is not None else (tuple(args), dict(kwargs or {}))
+        value = target(*call_args, **call_kwargs)
         if setup is not None:
-            made = setup()
-            if made is not None:
-                call_args, call_kwargs = made
-        value = fn(*call_args, **(call_kwargs or {}))
+            setup.finish()  # this call's teardown
         if self._state.disabled:
             return value
         merged = {**DEFAULTS, "rounds": self._state.rounds, **self._defaults, **options}
-        merged.update(min_iters=rounds, max_iters=rounds, min_time=0.0, max_time=math.inf,
-                      warmup=0.0, name=self._next_name(), fixed=True, warmup_iters=warmup_rounds)
-        self._record(run(fn, tuple(args), kwargs, make_options(**merged), setup=setup))
+        calls = rounds * iterations
+        merged.update(min_iters=calls, max_iters=calls, min_time=0.0, max_time=math.inf,
+                      warmup=0.0, name=self._next_name())
+        opts = make_options(**merged, fixed=True, warmup_iters=warmup_rounds * iterations)
+        if iterations > 1:  # host clock: one sample per round of `iterations` calls
+            import dataclasses
+
+            opts = dataclasses.replace(opts, inner=iterations)
+        try:
+            self._record(run(target, tuple(args), dict(kwargs or {}), opts, setup=setup))
+        finally:
+            if setup is not None:
+                setup.finish()  # the last round's teardown
         return value
 
     def compare(self, candidate, reference, *args, threshold=None, **kwargs):
@@ -415,7 +442,7 @@ class GpuBenchmarkFixture:
         self.result = result
         self.results.append(result)
         entry = {"name": result.name, "test": self._node.nodeid, "group": self.group,
-                 "result": result.to_dict()}
+                 "result": result.to_dict(), "extra_info": self.extra_info}  # read at the end
         base = self._state.baseline(result.name)
         if base is not None:
             entry["baseline"] = dict(base)
@@ -491,6 +518,8 @@ def pytest_sessionfinish(session):
     state = session.config.stash.get(_STATE, None)
     if state is None:
         return
+    for e in state.entries:  # filled by the tests until now; what JSON cannot hold, as repr()
+        e["extra_info"] = json.loads(json.dumps(e.get("extra_info") or {}, default=repr))
     if state.is_worker:
         session.config.workeroutput[_OUTPUT_KEY] = json.dumps(state.entries)
         return
@@ -504,9 +533,11 @@ def pytest_sessionfinish(session):
         from .distributed import rank_fields
 
         results = [{**_without_samples(e["result"], state.save_data), "name": e["name"],
-                    "test": e["test"], "group": e["group"]} for e in state.entries]
+                    "test": e["test"], "group": e["group"], "extra_info": e["extra_info"]}
+                   for e in state.entries]
         write_json(state.save, {"gpuprofile_benchmark_file": _FILE_VERSION, **state.metadata(),
-                                "version": __version__, **rank_fields(), "results": results})
+                                "version": __version__, **rank_fields(), "results": results,
+                                "benchmarks": _their_view(state.entries)})
         state.written.append(f"saved {len(state.entries)} result(s) to {state.save}")
     if state.json_path:
         from .bench.pytest_json import export
@@ -521,6 +552,20 @@ def pytest_sessionfinish(session):
 
         for path in write_histograms(state.entries, rank_path(state.histogram)):
             state.written.append(f"wrote histogram {path}")
+
+
+def _their_view(entries) -> list:
+    """A saved run's "benchmarks": pytest-benchmark's entries (stats in seconds), so that its
+    own `pytest-benchmark --storage .gpu_benchmarks compare` reads gpuprofile's storage; the
+    results themselves, which gpuprofile reads, stay in "results" (not repeated here)."""
+    from .bench.pytest_json import benchmark_entry
+
+    out = []
+    for e in entries:
+        b = benchmark_entry(e["name"], e["test"], e["group"], e["result"], False, e["extra_info"])
+        b["extra_info"].pop("gpuprofile", None)
+        out.append(b)
+    return out
 
 
 def _without_samples(result: dict, keep: bool) -> dict:

@@ -107,8 +107,10 @@ class RegionStats(Tabular):
         return d
 
     def table_rows(self) -> list:
-        """One row: every statistic, without the samples."""
-        return [{k: getattr(self, k) for k in self.__dataclass_fields__ if k != "samples_ms"}]
+        """One row: every statistic, without the samples; the name's column is `region`, as
+        its printed header."""
+        return [{("region" if k == "name" else k): getattr(self, k) for k in self.__dataclass_fields__
+                 if k != "samples_ms"}]
 
     def _row(self):
         return [self.name, self.count, self.clock, self.gpu_clock, self.total_ms, self.mean_ms,

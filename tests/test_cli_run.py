@@ -9,22 +9,35 @@ import gpuprofile as gp
 from gpuprofile.cli import parse_run_args
 
 
-def test_options_before_and_after_the_script():
-    opts, script, args = parse_run_args(["train.py", "--trace", "t.json.gz", "--epochs", "3",
-                                         "--no-memory"])
-    assert script == "train.py" and args == ["--epochs", "3"]
+def test_everything_after_the_script_is_the_scripts():
+    # python -m cProfile, nsys and ncu: options before the script, the rest to it unread
+    opts, script, args = parse_run_args(["--trace", "t.json.gz", "--no-memory", "train.py",
+                                         "--epochs", "3", "--json", "x", "--quiet", "--", "-h"])
+    assert script == "train.py" and args == ["--epochs", "3", "--json", "x", "--quiet", "--", "-h"]
     assert opts["trace"] == "t.json.gz" and opts["memory"] is False and opts["regions"] is True
-    opts, script, args = parse_run_args(["--json=s.json", "--quiet", "x.py", "--", "--trace", "y"])
-    assert (script, args) == ("x.py", ["--trace", "y"])
-    assert opts["json"] == "s.json" and opts["summary"] is False and opts["trace"] is None
+    assert opts["json"] is None and opts["summary"] is True
+    opts, script, args = parse_run_args(["--json=s.json", "--quiet", "x.py"])
+    assert (script, args) == ("x.py", []) and opts["json"] == "s.json" and opts["summary"] is False
+    opts, script, args = parse_run_args(["--quiet", "--", "-odd.py", "--trace", "y"])
+    assert (script, args, opts["trace"]) == ("-odd.py", ["--trace", "y"], None)
+
+
+def test_the_script_sees_its_own_arguments(tmp_path, capsys):
+    from gpuprofile._script import run_script
+
+    script = tmp_path / "echo_args.py"
+    script.write_text("import sys\nprint(sys.argv[1:])\n")
+    _, path, args = parse_run_args(["--quiet", str(script), "--json", "x", "--epochs", "3"])
+    assert run_script(path, args) == 0
+    assert capsys.readouterr().out.strip() == str(["--json", "x", "--epochs", "3"])
 
 
 def test_python_stacks_options():
     opts, _, _ = parse_run_args(["--python-stacks", "line", "x.py"])
     assert opts["python-stacks"] == "line" and opts["folded"] is None
-    opts, _, _ = parse_run_args(["x.py", "--folded=gpu.folded"])  # a flame graph needs stacks
+    opts, _, _ = parse_run_args(["--folded=gpu.folded", "x.py"])  # a flame graph needs stacks
     assert opts["python-stacks"] == "stack" and opts["folded"] == "gpu.folded"
-    opts, _, _ = parse_run_args(["x.py", "--folded", "f", "--python-stacks", "line"])
+    opts, _, _ = parse_run_args(["--folded", "f", "--python-stacks", "line", "x.py"])
     assert opts["python-stacks"] == "line"  # the launching line alone, as asked
 
 
@@ -50,6 +63,7 @@ def test_the_lines_printed_after_the_summary(capsys):
     ([], "no script given"),
     (["--trace"], "--trace needs a value"),
     (["--bogus", "x.py"], "unknown option '--bogus'"),
+    (["--quiet", "--"], "no script given after '--'"),
     (["--python-stacks", "lines", "x.py"], "--python-stacks takes 'line' or 'stack', not 'lines'"),
 ])
 def test_bad_run_arguments(argv, message):

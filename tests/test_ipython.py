@@ -87,7 +87,7 @@ def test_double_dash_ends_the_options(shell):
 
 def test_help_is_argparse_style(shell):
     doc = shell.find_line_magic("gpu_timeit").__doc__
-    assert "::" in doc and "%gpu_timeit [-n N] [-r R] [-q] [-o] [-v]" in doc
+    assert "::" in doc and "%gpu_timeit [-n N] [-r R] [-q] [-o] [-p P] [-h] [-v]" in doc
     assert "--repeat R, --rounds R" in doc
 
 

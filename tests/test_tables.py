@@ -43,12 +43,12 @@ def test_region_report_and_stats():
         with gp.region(name):
             pass
     df = gp.report().to_pandas()
-    assert list(df["name"]) == ["a", "b"] or list(df["name"]) == ["b", "a"]
-    assert dict(zip(df["name"], df["count"], strict=True)) == {"a": 2, "b": 1}
-    assert list(df.columns[:3]) == ["name", "count", "clock"] and "samples_ms" not in df.columns
+    assert list(df["region"]) == ["a", "b"] or list(df["region"]) == ["b", "a"]
+    assert dict(zip(df["region"], df["count"], strict=True)) == {"a": 2, "b": 1}
+    assert list(df.columns[:3]) == ["region", "count", "clock"] and "samples_ms" not in df.columns
     one = gp.stats("a").to_pandas()
     # RegionStats' fields without the samples, gpu_clock and no_gpu_work included
-    assert one.shape == (1, 16) and one.loc[0, "name"] == "a" and one.loc[0, "count"] == 2
+    assert one.shape == (1, 16) and one.loc[0, "region"] == "a" and one.loc[0, "count"] == 2
     assert {"gpu_clock", "no_gpu_work"} <= set(one.columns) and one.loc[0, "no_gpu_work"] == 0
     assert one.loc[0, "total_ms"] == gp.stats("a").total_ms
 
@@ -94,9 +94,9 @@ def test_profile_record_tables_and_summary():
         p.to_pandas("kernel")
     s = p.summary()
     by_kernel = s.to_pandas()
-    assert list(by_kernel["key"]) == [r.key for r in s.by_kernel] and (by_kernel["calls"] == 2).all()
-    by_region = s.to_pandas(by="region").set_index("key")
-    assert by_region.loc["attn", "calls"] == 2 and by_region.loc["(no region)", "calls"] == 2
+    assert list(by_kernel["kernel"]) == [r.key for r in s.by_kernel] and (by_kernel["calls"] == 2).all()
+    by_region = s.to_pandas(by="region").set_index("region")
+    assert by_region.loc["attn", "kernels"] == 2 and by_region.loc["(no region)", "kernels"] == 2
     assert len(s.to_pandas(by="memory")) == 0
     with pytest.raises(ValueError, match="by must be one of"):
         s.to_pandas(by="stream")

@@ -33,20 +33,61 @@ fill_attributes(nvtxEventAttributes_t *a, const char *message, long long color, 
     }
 }
 
-/* Shared argument parsing: (message, color=-1, domain=None, category=0). */
+/* The nvtx package's payload: an int (int64, or uint64 above its range) or a float (double). */
+static int
+fill_payload(nvtxEventAttributes_t *a, PyObject *payload)
+{
+    if (payload == Py_None)
+        return 0;
+    if (PyFloat_Check(payload)) {
+        a->payloadType = NVTX_PAYLOAD_TYPE_DOUBLE;
+        a->payload.dValue = PyFloat_AS_DOUBLE(payload);
+        return 0;
+    }
+    if (!PyLong_Check(payload) || PyBool_Check(payload)) {
+        PyErr_Format(PyExc_TypeError, "NVTX payload must be an int or a float, got %s",
+                     Py_TYPE(payload)->tp_name);
+        return -1;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(payload, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (overflow == 0) {
+        a->payloadType = NVTX_PAYLOAD_TYPE_INT64;
+        a->payload.llValue = v;
+        return 0;
+    }
+    unsigned long long u = overflow > 0 ? PyLong_AsUnsignedLongLong(payload) : 0;
+    if (overflow < 0 || (u == (unsigned long long)-1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_OverflowError, "NVTX payload int must fit in 64 bits");
+        return -1;
+    }
+    a->payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
+    a->payload.ullValue = u;
+    return 0;
+}
+
+/* Shared argument parsing: (message, color=-1, domain=None, category=0, payload=None). The
+ * category is checked here (PyArg's "I" would wrap a large or negative one silently). */
 static int
 parse_event(PyObject *args, nvtxEventAttributes_t *a, nvtxDomainHandle_t *domain)
 {
     const char *message;
     long long color = -1;
-    unsigned int category = 0;
-    PyObject *domain_obj = Py_None;
-    if (!PyArg_ParseTuple(args, "s|LOI", &message, &color, &domain_obj, &category))
+    unsigned long long category = 0;
+    PyObject *domain_obj = Py_None, *payload = Py_None;
+    if (!PyArg_ParseTuple(args, "s|LOKO", &message, &color, &domain_obj, &category, &payload))
         return -1;
+    if (category > UINT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "NVTX category must be in [0, 2**32)");
+        return -1;
+    }
     if (parse_domain(domain_obj, domain) < 0)
         return -1;
-    fill_attributes(a, message, color, category);
-    return 0;
+    fill_attributes(a, message, color, (unsigned)category);
+    return fill_payload(a, payload);
 }
 
 static PyObject *
@@ -122,11 +163,31 @@ nvtx_domain_create(PyObject *self, PyObject *args)
     return h ? PyLong_FromVoidPtr(h) : PyLong_FromLong(0);
 }
 
+/* A category's name in Nsight (the nvtx package's category="name"): nvtxDomainNameCategoryA in a
+ * domain, nvtxNameCategoryA in the default one; a no-op without a tool attached. */
+static PyObject *
+nvtx_name_category(PyObject *self, PyObject *args)
+{
+    unsigned int category;
+    const char *name;
+    PyObject *domain_obj = Py_None;
+    nvtxDomainHandle_t domain;
+    if (!PyArg_ParseTuple(args, "Is|O", &category, &name, &domain_obj) ||
+        parse_domain(domain_obj, &domain) < 0)
+        return NULL;
+    if (domain)
+        nvtxDomainNameCategoryA(domain, category, name);
+    else
+        nvtxNameCategoryA(category, name);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef nvtx_methods[] = {
-    {"_nvtx_push", nvtx_push, METH_VARARGS, "(message, color, domain, category) -> depth"},
+    {"_nvtx_name_category", nvtx_name_category, METH_VARARGS, "(category, name, domain)"},
+    {"_nvtx_push", nvtx_push, METH_VARARGS, "(message, color, domain, category, payload) -> depth"},
     {"_nvtx_pop", nvtx_pop, METH_VARARGS, "(domain) -> depth"},
-    {"_nvtx_mark", nvtx_mark, METH_VARARGS, "(message, color, domain, category)"},
-    {"_nvtx_start", nvtx_start, METH_VARARGS, "(message, color, domain, category) -> range id"},
+    {"_nvtx_mark", nvtx_mark, METH_VARARGS, "(message, color, domain, category, payload)"},
+    {"_nvtx_start", nvtx_start, METH_VARARGS, "(message, color, domain, category, payload) -> range id"},
     {"_nvtx_end", nvtx_end, METH_VARARGS, "(range id, domain)"},
     {"_nvtx_domain_create", nvtx_domain_create, METH_VARARGS, "(name) -> handle"},
     {NULL, NULL, 0, NULL},

@@ -25,9 +25,10 @@ _KEYS = ("machine_info", "benchmarks")
 
 
 def is_pytest_benchmark(data) -> bool:
-    """Whether a loaded JSON document has pytest-benchmark's layout."""
+    """Whether a loaded JSON document has pytest-benchmark's layout (and only that: the pytest
+    plugin's saved runs carry pytest-benchmark's "benchmarks" beside their own "results")."""
     return isinstance(data, dict) and isinstance(data.get("benchmarks"), list) and all(
-        k in data for k in _KEYS)
+        k in data for k in _KEYS) and "results" not in data
 
 
 def _stats(samples_ms, inner: int, include_data: bool) -> dict:
@@ -61,8 +62,10 @@ def _stats(samples_ms, inner: int, include_data: bool) -> dict:
     return out
 
 
-def benchmark_entry(name: str, test: str, group, result: dict, include_data: bool) -> dict:
-    """One element of "benchmarks" from a gpuprofile result dict (samples in ms)."""
+def benchmark_entry(name: str, test: str, group, result: dict, include_data: bool,
+                    extra_info=None) -> dict:
+    """One element of "benchmarks" from a gpuprofile result dict (samples in ms); `extra_info`
+    is the test's (the fixture's extra_info), beside gpuprofile's own."""
     options = {"min_time": None, "max_time": result.get("wall_s"), "min_rounds": None,
                "timer": f"gpuprofile ({result.get('clock')})", "warmup": result.get("warmup_s"),
                "disable_gc": False}
@@ -70,7 +73,7 @@ def benchmark_entry(name: str, test: str, group, result: dict, include_data: boo
     short = test.rpartition("::")[2] if "::" in test else name
     suffix = name[len(test):] if name.startswith(test) else ""  # "#2" of a second call
     return {"group": group, "name": short + suffix, "fullname": name, "params": None,
-            "param": None, "extra_info": {"gpuprofile": own}, "options": options,
+            "param": None, "extra_info": {**(extra_info or {}), "gpuprofile": own}, "options": options,
             "stats": _stats(result.get("samples") or [], int(result.get("inner") or 1),
                             include_data)}
 
@@ -79,7 +82,7 @@ def export(entries, machine: dict, commit: dict, date: str, version: str, includ
     """The pytest-benchmark document of the plugin's entries ({name, test, group, result})."""
     return {"machine_info": dict(machine), "commit_info": dict(commit),
             "benchmarks": [benchmark_entry(e["name"], e["test"], e["group"], e["result"],
-                                           include_data) for e in entries],
+                                           include_data, e.get("extra_info")) for e in entries],
             "datetime": date, "version": version}
 
 

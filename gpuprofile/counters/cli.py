@@ -53,7 +53,7 @@ def add_parsers(sub, formatter) -> None:
                        epilog=METRICS_EXAMPLE, formatter_class=formatter)
     which = p.add_mutually_exclusive_group()
     which.add_argument("--set", choices=sorted(SETS), default=None,
-                       help="a named metric set (default: sol; docs/metrics.md explains them)")
+                       help="a named metric set (default: sol; docs/counters.md explains them)")
     which.add_argument("--metrics", default=None, metavar="A,B,...",
                        help="metric names and set names, comma-separated")
     p.add_argument("--per", choices=("kernel", "call"), default="kernel",

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import html
 from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .._format import Label, html_table, text_table
-from .._tables import factorize, frame
+from .._tables import column_name, factorize, frame
+
+if TYPE_CHECKING:  # pandas stays optional at run time
+    import pandas
 
 
 def merged_intervals(starts, ends):
@@ -257,11 +261,17 @@ class Summary:
         (memory_by_region)."""
         if by not in self._TABLES:
             raise ValueError(f"by must be one of {self._TABLES}, got {by!r}")
-        if by == "memory":
-            return [dict(r) for r in self.memory_by_region]
-        return [r.to_dict() for r in (self.by_kernel if by == "kernel" else self.by_region)]
+        if by == "memory":  # in MiB, as printed (memory_by_region keeps the bytes)
+            return [{column_name(h): v for h, v in zip(_MEMORY_HEADERS, _memory_cells(r), strict=True)}
+                    for r in self.memory_by_region]
+        # columns named as the printed headers are: the key is the kernel or the region, and a
+        # region's calls are its kernels
+        if by == "kernel":
+            return [{"kernel": d.pop("key"), **d} for d in (r.to_dict() for r in self.by_kernel)]
+        return [{"region": d.pop("key"), "kernels": d.pop("calls"), **d}
+                for d in (r.to_dict() for r in self.by_region)]
 
-    def to_pandas(self, by: str = "kernel"):
+    def to_pandas(self, by: str = "kernel") -> pandas.DataFrame:
         """One table as a pandas DataFrame (needs pandas): by='kernel', 'region' or 'memory'."""
         return frame(self.table_rows(by))
 

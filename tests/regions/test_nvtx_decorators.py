@@ -11,6 +11,7 @@ def pushed(monkeypatch):
     calls = []
     monkeypatch.setattr(nvtx._C, "_nvtx_push", lambda *a: calls.append(("push", *a)) or 0)
     monkeypatch.setattr(nvtx._C, "_nvtx_pop", lambda *a: calls.append(("pop", *a)) or 0)
+    monkeypatch.setattr(nvtx, "_TOOL", True)  # else a decorator returns fn itself
     return calls
 
 
@@ -55,3 +56,14 @@ def test_misuse_is_a_clear_error():
 
     with pytest.raises(TypeError, match="partial has no __qualname__"):
         nvtx.range(functools.partial(print))
+
+
+def test_without_a_tool_the_decorator_returns_the_function_itself(monkeypatch):
+    monkeypatch.setattr(nvtx, "_TOOL", False)
+
+    def step():
+        return 3
+
+    assert nvtx.range("step")(step) is step and nvtx.annotate()(step) is step
+    with pytest.raises(TypeError, match="NVTX message must be a str"):
+        nvtx.annotate(5)  # the arguments are still checked

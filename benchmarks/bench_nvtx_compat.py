@@ -1,0 +1,119 @@
+"""gpuprofile.nvtx against the nvtx package (pip install nvtx), call for call, with no tool
+attached (what a program pays for its NVTX calls when nothing records them): host ns per call,
+the fastest of ROUNDS rounds of N calls (the least disturbed by other work on the machine), the
+two interleaved round by round, the empty loop's cost subtracted. CPU only.
+
+    python benchmarks/bench_nvtx_compat.py [--rounds 7] [--n 20000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from gpuprofile import nvtx as ours
+
+
+def cases(mod):
+    """(name, loop(n)) pairs written the way nvtx's users write them, for module `mod`."""
+    dom = mod.get_domain("bench")
+    attributes = dom.get_event_attributes(message="x", color="blue")
+    ann = mod.annotate("x", color="blue")
+
+    @mod.annotate("f")
+    def decorated():
+        pass
+
+    def push_pop(n):
+        push, pop = mod.push_range, mod.pop_range
+        for _ in range(n):
+            push("x", color="blue")
+            pop()
+
+    def with_annotate(n):
+        for _ in range(n):
+            with mod.annotate("x", color="blue"):
+                pass
+
+    def with_reused(n):
+        for _ in range(n):
+            with ann:
+                pass
+
+    def call_decorated(n):
+        for _ in range(n):
+            decorated()
+
+    def domain_attributes(n):
+        push, pop = dom.push_range, dom.pop_range
+        for _ in range(n):
+            push(attributes)
+            pop()
+
+    def start_end(n):
+        start, end = mod.start_range, mod.end_range
+        for _ in range(n):
+            end(start("x"))
+
+    def mark(n):
+        m = mod.mark
+        for _ in range(n):
+            m("x")
+
+    def category_name(n):
+        push, pop = mod.push_range, mod.pop_range
+        for _ in range(n):
+            push("x", category="io")
+            pop()
+
+    return [("push_range + pop_range", push_pop), ("with annotate(...)", with_annotate),
+            ("with one annotate object", with_reused), ("@annotate function call", call_decorated),
+            ("domain.push_range(attributes) + pop_range", domain_attributes),
+            ("start_range + end_range", start_end), ("mark", mark),
+            ("push_range(category='io') + pop_range", category_name)]
+
+
+def empty(n):
+    for _ in range(n):
+        pass
+
+
+def per_call_ns(loop, n: int) -> float:
+    t0 = time.perf_counter_ns()
+    loop(n)
+    return (time.perf_counter_ns() - t0) / n
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--n", type=int, default=20000)
+    parser.add_argument("--json")
+    args = parser.parse_args(argv)
+    import nvtx as theirs  # the package being compared with
+
+    pairs = list(zip(cases(theirs), cases(ours), strict=True))
+    times = {name: ([], []) for (name, _), _ in pairs}
+    floor = []
+    for _ in range(args.rounds):
+        floor.append(per_call_ns(empty, args.n))
+        for (name, t_loop), (_, o_loop) in pairs:
+            times[name][0].append(per_call_ns(t_loop, args.n))
+            times[name][1].append(per_call_ns(o_loop, args.n))
+    base = min(floor)
+    rows = []
+    print(f"{'call (no tool attached)':45} {'nvtx ns':>9} {'gpuprofile ns':>14}")
+    for name, (t, o) in times.items():
+        tn, on = min(t) - base, min(o) - base
+        rows.append({"call": name, "nvtx_ns": tn, "gpuprofile_ns": on})
+        print(f"{name:45} {tn:9.0f} {on:14.0f}")
+    print(f"(fastest of {args.rounds} rounds; empty loop {base:.1f} ns subtracted)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"rounds": args.rounds, "n": args.n, "empty_ns": base, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

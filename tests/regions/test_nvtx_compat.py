@@ -1,0 +1,108 @@
+"""gpuprofile.nvtx as a stand-in for `import nvtx`: the nvtx package's names and arguments
+(annotate as decorator and context manager, push_range/pop_range, start_range/end_range, mark,
+get_domain and Domain methods, category as a name or an int, payload). The C calls are recorded
+by a stand-in; the last test calls the real C functions (no tool attached: near no-ops)."""
+
+import pytest
+
+from gpuprofile import nvtx
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    log = []
+    for name in ("push", "pop", "mark", "start", "end", "name_category"):
+        def record(*a, _name=name):
+            log.append((_name, *a))
+            return 7 if _name == "start" else 0
+        monkeypatch.setattr(nvtx._C, f"_nvtx_{name}", record)
+    monkeypatch.setattr(nvtx.Domain, "_by_name", {})  # categories are numbered afresh
+    monkeypatch.setattr(nvtx._C, "_nvtx_domain_create", lambda name: 0)  # no tool: default domain
+    monkeypatch.setattr(nvtx, "_TOOL", True)  # decorators wrap
+    monkeypatch.setattr(nvtx, "_RESOLVED", {})  # domain handles change between tests
+    return log
+
+
+def test_annotate_as_context_manager_and_decorator(calls):
+    with nvtx.annotate("load", color="green", category=2, payload=5):
+        pass
+
+    @nvtx.annotate()
+    def step():
+        return 1
+
+    assert step() == 1
+    assert calls == [("push", "load", 0xFF00C000, None, 2, 5), ("pop", None),
+                     ("push", step.__wrapped__.__qualname__, -1, None, 0), ("pop", None)]
+
+
+def test_string_categories_are_named_once_per_domain(calls):
+    nvtx.push_range("a", category="io")
+    nvtx.pop_range()
+    nvtx.mark("b", category="io", payload=2.5)
+    nvtx.mark("c", category="compute")
+    assert calls == [("name_category", 1, "io", None), ("push", "a", -1, None, 1), ("pop", None),
+                     ("mark", "b", -1, None, 1, 2.5), ("name_category", 2, "compute", None),
+                     ("mark", "c", -1, None, 2)]
+
+
+def test_start_and_end_range_remember_the_domain(calls, monkeypatch):
+    monkeypatch.setattr(nvtx._C, "_nvtx_domain_create", lambda name: 1234)  # a tool attached
+    rid = nvtx.start_range("load", domain="trainer", payload=3)
+    nvtx.end_range(rid)
+    plain = nvtx.start_range("x")
+    nvtx.end_range(plain)
+    assert rid == 7 and calls == [("start", "load", -1, 1234, 0, 3), ("end", rid, 1234),
+                                  ("start", "x", -1, None, 0), ("end", 7, None)]
+
+
+def test_domain_objects_have_the_packages_methods(calls, monkeypatch):
+    monkeypatch.setattr(nvtx._C, "_nvtx_domain_create", lambda name: 99)
+    d = nvtx.get_domain("trainer")
+    assert d is nvtx.get_domain("trainer") and d is nvtx.Domain("trainer")
+    attributes = d.get_event_attributes(message="fwd", color="red", category="io", payload=1)
+    d.push_range(attributes)
+    d.pop_range()
+    rid = d.start_range(message="bwd")
+    d.end_range(rid)
+    d.mark("here")
+    assert d.get_category_id("io") == 1
+    assert calls == [("name_category", 1, "io", 99), ("push", "fwd", 0xFFFF0000, 99, 1, 1),
+                     ("pop", 99), ("start", "bwd", -1, 99, 0), ("end", 7, 99),
+                     ("mark", "here", -1, 99, 0)]
+    assert nvtx.get_domain() is nvtx.get_domain(None) and nvtx.get_domain()._handle is None
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    ({"category": 1.5}, TypeError, "category must be an int or a str"),
+    ({"category": -1}, ValueError, r"category must be in \[0, 2\*\*32\)"),
+    ({"category": 2**32}, ValueError, "category"),
+    ({"payload": "x"}, TypeError, "payload must be an int or a float"),
+    ({"payload": True}, TypeError, "payload must be an int or a float"),
+    ({"domain": 3}, TypeError, "domain must be None, a str or an nvtx.Domain"),
+])
+def test_bad_arguments_are_clear_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        nvtx.push_range("x", **kwargs)
+    with pytest.raises(error, match=match):
+        nvtx.annotate("x", **kwargs)
+
+
+def test_the_c_functions_take_payloads_and_category_names():
+    from gpuprofile import _C
+
+    for payload in (None, 3, -(2**63), 2**64 - 1, 2.5):
+        depth = _C._nvtx_push("x", -1, None, 0, payload)
+        _C._nvtx_pop(None)
+        _C._nvtx_mark("x", -1, None, 0, payload)
+        _C._nvtx_end(_C._nvtx_start("x", -1, None, 0, payload), None)
+        assert isinstance(depth, int)
+    _C._nvtx_name_category(1, "io", None)
+    with pytest.raises(OverflowError, match="64 bits"):
+        _C._nvtx_push("x", -1, None, 0, 2**64)
+    with pytest.raises(TypeError, match="payload must be an int or a float, got str"):
+        _C._nvtx_mark("x", -1, None, 0, "p")
+    with pytest.raises(ValueError, match="category"):
+        _C._nvtx_mark("x", -1, None, 2**32)
+    with nvtx.annotate("real", category="io", payload=1.0):
+        nvtx.mark("inside", domain="compat-test", category="io")
