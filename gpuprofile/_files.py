@@ -33,7 +33,6 @@ import secrets
 import stat
 import sys
 
-
 _TEMP_TAG = "gpuprofile"
 # a descriptor named as a path: written through that descriptor (its offset is the shell's)
 _DESCRIPTOR = re.compile(r"^/(?:dev/(?:(stdout)|(stderr)|fd/(\d+))|proc/self/fd/(\d+))$")
