@@ -58,6 +58,8 @@ def problem(result) -> str | None:
         return (f"'median_ms' {median:.6g} lies outside its interval 'ci_low_ms' .. 'ci_high_ms' "
                 f"{low:.6g} .. {high:.6g}")
     samples = _get(result, "samples")
+    if samples is not None and not hasattr(samples, "__len__"):
+        return f"'samples' must be a list of numbers, got {type(samples).__name__}"
     if samples is None or len(samples) == 0:
         return None
     return _samples_problem(samples, median)
