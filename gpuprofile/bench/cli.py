@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import traceback
 
-from .._cli_common import error, unwritable, write_csv, write_json
+from .._cli_common import ERROR, FAILED, error, unwritable, write_csv, write_json
 
 BENCH_EXAMPLE = """\
 examples:
@@ -18,9 +18,9 @@ STMT (several are joined by newlines) runs as the body of a function; setup runs
 its names are visible to STMT. A single expression's value is returned to the benchmark. Without
 a CUDA device the host clock times STMT, and the result says so. In graph mode the name `stream`
 is a gpuprofile.Stream: STMT must launch all its work on it (it is captured into a CUDA graph).
-The result goes to stdout; warnings and diagnostics to stderr. Exit status: 0 measured; 1 STMT
-or setup raised (traceback on stderr), or the machine lacks the device that --mode graph or
---clock gpu|cupti need; 2 bad arguments or a STMT that does not compile.
+The result goes to stdout; warnings and diagnostics to stderr. Exit status: 0 measured; 2 bad
+arguments, a STMT that does not compile, STMT or setup raised (traceback on stderr), the machine
+lacks the device that --mode graph or --clock gpu|cupti need, or an output cannot be written.
 """
 
 COMPARE_EXAMPLE = """\
@@ -36,8 +36,9 @@ its 95 % bounds come from the two medians' confidence intervals, and a verdict i
 one run; results measured with rounds (bench --rounds, pytest --gpu-benchmark-rounds) also cover
 the spread between runs, which a CI gate needs. Exit status: 0 no regression, 1 a result is
 slower than its baseline by more than --fail-slower percent with 95 % confidence, 2 bad
-arguments, an unreadable file, or a result a gate cannot trust (a median or interval that is
-not a finite positive number, samples that are not finite, a median that is not its samples').
+arguments, an unreadable file, an output that cannot be written (checked before comparing), or
+a result a gate cannot trust (a median or interval that is not a finite positive number,
+samples that are not finite, a median that is not its samples').
 """
 
 
@@ -98,7 +99,7 @@ def bench_main(args) -> int:
     if args.mode == "graph":
         if device_count() == 0:
             return error("gpuprofile bench", "--mode graph needs a CUDA device "
-                                   f"({_C._cuda_status()['reason'] or 'none found'})", 1)
+                                   f"({_C._cuda_status()['reason'] or 'none found'})", ERROR)
         from ..streams import Stream
 
         namespace["stream"] = Stream()
@@ -108,7 +109,7 @@ def bench_main(args) -> int:
         return error("gpuprofile bench", str(e), 2)
     except Exception:
         traceback.print_exc()
-        return error("gpuprofile bench", "the setup raised (traceback above)", 1)
+        return error("gpuprofile bench", "the setup raised (traceback above)", ERROR)
     if args.clock in ("auto", "host") and device_count() == 0:
         print(f"gpuprofile bench: no CUDA device ({_C._cuda_status()['reason'] or 'none found'}): "
               "timing with the host clock", file=sys.stderr)
@@ -120,21 +121,21 @@ def bench_main(args) -> int:
         if _raised_by_options(e):
             return error("gpuprofile bench", str(e), 2)
         traceback.print_exc()
-        return error("gpuprofile bench", "the statement raised (traceback above)", 1)
+        return error("gpuprofile bench", "the statement raised (traceback above)", ERROR)
     except _C.NoDeviceError as e:
-        return error("gpuprofile bench", str(e), 1)
+        return error("gpuprofile bench", str(e), ERROR)
     except Exception:
         traceback.print_exc()
-        return error("gpuprofile bench", "the statement raised (traceback above)", 1)
+        return error("gpuprofile bench", "the statement raised (traceback above)", ERROR)
     print(result)
     if args.json:
         try:
             result.save(args.json)
         except OSError as e:
-            return error("gpuprofile bench", f"cannot write {args.json}: {e}", 1)
+            return error("gpuprofile bench", f"cannot write {args.json}: {e}", ERROR)
         print(f"gpuprofile bench: result saved to {args.json}", file=sys.stderr)
     if args.csv and write_csv("gpuprofile bench", args.csv, result):
-        return 1
+        return ERROR
     return 0
 
 
@@ -151,6 +152,8 @@ def compare_main(args) -> int:
         return error("gpuprofile compare", "give at least two files (the first is the baseline)", 2)
     if not args.fail_slower >= 0:
         return error("gpuprofile compare", f"--fail-slower must be >= 0, got {args.fail_slower}", 2)
+    if unwritable("gpuprofile compare", args.json, args.csv):
+        return ERROR
     try:
         loaded = [load_results(path) for path in args.files]
     except ResultFileError as e:
@@ -162,13 +165,13 @@ def compare_main(args) -> int:
     print(comparison)
     print(comparison.scope_note())
     if args.json and write_json("gpuprofile compare", args.json, comparison.to_dict()):
-        return 1
+        return ERROR
     if args.csv and write_csv("gpuprofile compare", args.csv, comparison):
-        return 1
+        return ERROR
     slower = comparison.regressions(args.fail_slower)
     if slower:
         names = ", ".join(f"{r.name} ({r.file}, {r.ratio:.3g}x)" for r in slower)
         print(f"gpuprofile compare: {len(slower)} regression(s) beyond {args.fail_slower:g} %: {names}",
               file=sys.stderr)
-        return 1
+        return FAILED
     return 0

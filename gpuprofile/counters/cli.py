@@ -23,10 +23,10 @@ gpuprofile's options come before the script; everything after it goes to the scr
 needs N passes runs the whole script N times (plus one warm-up run): each run must launch the
 same kernels on the same data, as under `ncu --replay-mode application`. Every kernel is
 profiled; --kernel picks the ones shown and written (re.search on the full kernel name), and the
-total is recombined over them. Exit status: 0 measured; 1 no device, counters not permitted,
-CUPTI busy, runs that launched different kernels, or the script failed (its status when it exited
-non-zero); 2 bad arguments, unknown metric names, or more passes or kernels than --max-passes or
---max-kernels allow.
+total is recombined over them. Exit status: 0 measured; the script's own status when it exited
+non-zero; 2 bad arguments, unknown metric names, more passes or kernels than --max-passes or
+--max-kernels allow, no device, counters not permitted, CUPTI busy, runs that launched different
+kernels, or an output that cannot be written.
 """
 
 STALLS_EXAMPLE = """\
@@ -176,11 +176,11 @@ def _report(prog: str, collect, args) -> int:
     except ScriptFailed as e:
         return error(prog, f"{e} (its output is above); nothing measured", e.code)
     except _C.NoDeviceError as e:
-        return error(prog, f"needs a CUDA device: {e}", 1)
+        return error(prog, f"needs a CUDA device: {e}", 2)
     except _C.GpuProfileError as e:
         hint = (" (the script runs once per pass: every run must launch the same kernels)"
                 if "replayable" in str(e) else "")
-        return error(prog, f"{e}{hint}", 1)
+        return error(prog, f"{e}{hint}", 2)
     except ValueError as e:  # unknown metric names (with suggestions), past --max-passes/--max-kernels
         hint = " (on this command line: --max-kernels N)" if "max_kernels=" in str(e) else ""
         return error(prog, f"{e}{hint}", 2)
@@ -189,8 +189,8 @@ def _report(prog: str, collect, args) -> int:
     print(result)
     if args.json:
         if write_json(prog, args.json, result.to_dict()):
-            return 1
+            return 2
         print(f"{prog}: written to {args.json}", file=sys.stderr)
     if args.csv and write_csv(prog, args.csv, result):
-        return 1
+        return 2
     return 0
