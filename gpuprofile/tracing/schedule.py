@@ -152,11 +152,11 @@ class ScheduledProfile:
             _attempt(errors, self._finish)
         elif before is ProfilerAction.WARMUP and after not in _TRACING + (ProfilerAction.WARMUP,):
             _attempt(errors, self._stop_warmup)
-        if self._failed_cycle != self._cycle(self.step_num) and (
-                after is ProfilerAction.WARMUP and self._warming is None
-                or after in _TRACING and self._recording is None):
-            if not _attempt(errors, lambda: self._enter(after)):
-                self._failed_cycle = self._cycle(self.step_num)
+        needed = (after is ProfilerAction.WARMUP and self._warming is None
+                  or after in _TRACING and self._recording is None)
+        if (needed and self._failed_cycle != self._cycle(self.step_num)
+                and not _attempt(errors, lambda: self._enter(after))):
+            self._failed_cycle = self._cycle(self.step_num)
         if errors:
             raise errors[0]
 
