@@ -51,6 +51,9 @@ def require_pyarrow():
     except ImportError:
         raise ImportError("Arrow and Parquet need pyarrow, which is not installed: pip install "
                           "pyarrow (the Chrome trace needs nothing more)") from None
+    if int(pyarrow.__version__.split(".")[0]) < 13:  # page checksums, written and verified
+        raise ImportError(f"Arrow and Parquet need pyarrow >= 13, this is {pyarrow.__version__}: "
+                          "pip install -U pyarrow")
     return pyarrow
 
 

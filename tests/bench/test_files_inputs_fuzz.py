@@ -71,16 +71,22 @@ def benchmark_entry(draw):
     return entry
 
 
+def compared_with_itself(tmp_path_factory, doc, name):
+    """`doc` written as `name`, then what `gpuprofile compare FILE FILE` does with it."""
+    path = tmp_path_factory.mktemp("doc") / name
+    path.write_text(json.dumps(doc))
+    with clear_errors_only(ResultFileError):
+        loaded = load_results(path)
+        compare_files([("a", loaded), ("b", loaded)])
+    return path
+
+
 @given(entries=st.lists(benchmark_entry(), max_size=3))
 def test_pytest_benchmark_documents(tmp_path_factory, entries):
     doc = {"machine_info": {}, "commit_info": {}, "benchmarks": entries}
     with clear_errors_only():
         results_of(doc)
-    path = tmp_path_factory.mktemp("pb") / "doc.json"
-    path.write_text(json.dumps(doc))
-    with clear_errors_only(ResultFileError):
-        loaded = load_results(path)
-        compare_files([("a", loaded), ("b", loaded)])
+    path = compared_with_itself(tmp_path_factory, doc, "doc.json")
     with clear_errors_only(pytest.UsageError):
         _read(str(path))  # what --gpu-benchmark-compare=PATH reads
 
@@ -102,8 +108,4 @@ def saved_run(draw):
 def test_saved_runs(tmp_path_factory, doc):
     with clear_errors_only():
         baselines(doc)
-    path = tmp_path_factory.mktemp("run") / "0001_x.json"
-    path.write_text(json.dumps(doc))
-    with clear_errors_only(ResultFileError):
-        loaded = load_results(path)
-        compare_files([("a", loaded), ("b", loaded)])
+    compared_with_itself(tmp_path_factory, doc, "0001_x.json")
