@@ -178,7 +178,7 @@ def run(argv) -> int:
         p.start()
     except _C.GpuProfileError as exc:
         print(f"gpuprofile run: cannot trace: {exc}", file=sys.stderr)
-        return 1
+        return 2
     code = run_script(script, args)
     try:
         p.stop()
@@ -186,7 +186,7 @@ def run(argv) -> int:
         code = code or 130
     except _C.GpuProfileError as exc:
         print(f"gpuprofile run: stopping the profile: {exc}", file=sys.stderr)
-        code = code or 1
+        code = code or 2
     if opts["summary"]:
         print(p.summary(), file=sys.stderr)
         if opts["python-stacks"] and p.python_lines is not None:
@@ -206,7 +206,7 @@ def run(argv) -> int:
             write_json(rank_path(opts["json"]), p.to_dict())
     except (OSError, _C.GpuProfileError) as exc:
         print(f"gpuprofile run: {exc}", file=sys.stderr)
-        code = code or 1
+        code = code or 2
     return code
 
 
@@ -234,7 +234,9 @@ examples:
   gpuprofile merge trace.rank*.json.gz -o merged.json.gz   # one trace of a distributed job
 
 `gpuprofile SUBCOMMAND --help` shows each one's options and an example. Results go to stdout,
-diagnostics to stderr; exit status 2 means bad arguments.
+diagnostics to stderr. Exit status: 1 only when the measurement says no (a regression beyond
+compare's gate, a kernel's wrong output); 2 for any error (bad arguments or input, no device, an
+output that cannot be written); run and the script runners pass a failing script's status on.
 """
 
 

@@ -24,6 +24,7 @@ NumPy nor the benchmark code until a benchmark runs or a file is written.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -115,6 +116,7 @@ class _State:
         self.is_worker = hasattr(config, "workerinput")
         self.thresholds: list = []
         self.save = None  # the file this run is saved to
+        self.reservation = None  # the storage's hold on this run's number (bench/storage.py)
         self.compare_path = None  # the saved run compared with
         self.notes: list = []  # lines for the summary (a compare with nothing to compare, ...)
         self.written: list = []  # what was written at the end, for the summary
@@ -301,32 +303,63 @@ def _is_path(spec: str) -> bool:
 def _resolve_outputs(state: _State) -> None:
     """Where this run is saved and exported, each checked writable now, not after the run."""
     from ._files import check_writable
-    from .distributed import rank_path
+    from .distributed import rank_info, rank_path
 
     if state.save_spec is not None and _is_path(state.save_spec):
         state.save = rank_path(state.save_spec)
     elif state.save_spec is not None or state.autosave:
         storage = state.storage()
+        info = rank_info()
         try:
-            os.makedirs(storage.folder, exist_ok=True)
+            path, state.reservation = storage.reserve(
+                state.save_spec, state.commit, state.date,
+                f".rank{info.rank}" if info.world_size > 1 else "")
         except OSError as e:
             raise pytest.UsageError(f"--gpu-benchmark-storage: cannot create {storage.folder}: "
                                     f"{e.strerror}") from None
-        state.save = rank_path(storage.new_path(state.save_spec, state.commit, state.date))
+        state.save = rank_path(path, info)
     if state.json_path:
         state.json_path = rank_path(state.json_path)
-    for option, path in (("--gpu-benchmark-save", state.save), ("--gpu-benchmark-json", state.json_path)):
-        if path:
-            try:
-                check_writable(path)
-            except OSError as e:
-                raise pytest.UsageError(f"{option}: cannot write {path}: {e.strerror}") from None
-    if state.histogram is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise pytest.UsageError("--gpu-benchmark-histogram needs matplotlib "
-                                    "(pip install matplotlib)") from None
+    outputs = [("--gpu-benchmark-save", state.save), ("--gpu-benchmark-json", state.json_path)]
+    try:
+        if state.histogram is not None:
+            outputs.append(("--gpu-benchmark-histogram", _histogram_probe(state)))
+        for option, path in outputs:
+            if path:
+                try:
+                    check_writable(path)
+                except OSError as e:
+                    raise pytest.UsageError(f"{option}: cannot write {path}: {e.strerror}") from None
+    except pytest.UsageError:
+        _release(state)
+        raise
+
+
+def _histogram_probe(state: _State) -> str:
+    """The file --gpu-benchmark-histogram's folder must take (made now), checked before the
+    tests run rather than after."""
+    from .bench.histogram import probe_path
+    from .distributed import rank_path
+
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise pytest.UsageError("--gpu-benchmark-histogram needs matplotlib "
+                                "(pip install matplotlib)") from None
+    prefix = rank_path(state.histogram)
+    try:
+        return probe_path(prefix)
+    except OSError as e:
+        raise pytest.UsageError(f"--gpu-benchmark-histogram: cannot write {prefix}*.svg: "
+                                f"{e.strerror}") from None
+
+
+def _release(state: _State) -> None:
+    """Give back the storage's hold on this run's number (saved, or nothing to save)."""
+    reservation, state.reservation = state.reservation, None
+    if reservation is not None:
+        with contextlib.suppress(OSError):
+            os.remove(reservation)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -523,6 +556,19 @@ def pytest_sessionfinish(session):
     if state.is_worker:
         session.config.workeroutput[_OUTPUT_KEY] = json.dumps(state.entries)
         return
+    try:
+        _write_outputs(state)
+    finally:
+        _release(state)
+
+
+def pytest_unconfigure(config):
+    state = config.stash.get(_STATE, None)
+    if state is not None:
+        _release(state)  # a run stopped before its end saves nothing
+
+
+def _write_outputs(state: _State) -> None:
     state.entries.sort(key=lambda e: e["name"])
     if not state.entries:
         return

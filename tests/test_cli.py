@@ -65,3 +65,21 @@ def test_the_readme_main_job_exits_0_without_a_gpu(tmp_path):
                          cwd=tmp_path, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "no CUDA device here" in out.stderr and out.stdout == ""
+
+
+def test_exit_statuses_are_one_table_and_1_is_never_an_error():
+    """docs/cli.md's table is _cli_common's (0 done, 1 the measurement says no, 2 an error, 3 compare --strict), and
+    no subcommand reports an error line with status 1 (a CI step would read it as a regression)."""
+    from gpuprofile import _cli_common
+
+    root = pathlib.Path(_cli_common.__file__).parent
+    text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    section = text.split("\n## Exit status\n", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"^\| (\d+) \|", section, re.M) == [
+        str(s) for s in (_cli_common.OK, _cli_common.FAILED, _cli_common.ERROR, _cli_common.STRICT)]
+    offenders = []
+    for path in root.rglob("*cli*.py"):
+        source = path.read_text(encoding="utf-8")
+        offenders += [f"{path.name}: {m.group(0)}" for m in re.finditer(r"error\([^\n]*, 1\)", source)]
+        offenders += [f"{path.name}: {m.group(0)}" for m in re.finditer(r"error: [^\n]*\n[^\n]*return 1\b", source)]
+    assert offenders == []

@@ -88,5 +88,5 @@ def test_run_without_a_gpu_says_why(tmp_path):
     script = tmp_path / "s.py"
     script.write_text("print('ran')\n")
     out = _run(str(script), "--trace", str(tmp_path / "t.json"))
-    assert out.returncode == 1 and "cannot trace" in out.stderr and "ran" not in out.stdout
+    assert out.returncode == 2 and "cannot trace" in out.stderr and "ran" not in out.stdout
     assert not (tmp_path / "t.json").exists()

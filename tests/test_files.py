@@ -238,3 +238,126 @@ def test_other_readers_turn_deep_nesting_into_clear_errors(tmp_path, monkeypatch
     assert roofline._read_file() == {}
     deep.write_text("[1, 2]")  # valid JSON, not a cache
     assert roofline._read_file() == {}
+
+
+# ---- what is not a regular file is written in place; a regular file keeps its mode and owner ----
+
+def test_a_fifo_is_written_in_place_not_replaced(tmp_path):
+    import threading
+
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    write_json(fifo, {"a": 1})
+    reader.join(timeout=30)
+    assert not reader.is_alive() and json.loads(got[0]) == {"a": 1}
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and os.listdir(tmp_path) == ["out.fifo"]
+    check_writable(fifo)  # does not open it (that would wait for a reader)
+    assert os.listdir(tmp_path) == ["out.fifo"]
+
+
+def test_a_character_device_is_written_in_place(tmp_path):
+    before = os.stat("/dev/null")
+    write_json("/dev/null", {"a": 1})
+    with atomic_write("/dev/null", "wb", gzip=True) as f:
+        f.write(b"x" * 1000)
+    check_writable("/dev/null")
+    after = os.stat("/dev/null")
+    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (before.st_ino, before.st_rdev)
+    node = tmp_path / "null"  # the same device made in tmp_path, where the process may
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, before.st_rdev)
+    except (PermissionError, AttributeError):
+        return
+    write_json(node, [1, 2])
+    assert stat.S_ISCHR(os.stat(node).st_mode) and os.listdir(tmp_path) == ["null"]
+
+
+WRITE_TO_STDOUT = """
+import sys
+from gpuprofile._files import write_json
+print("printed first", flush=False)
+write_json(sys.argv[1], [1])
+print("printed after")
+"""
+
+
+@pytest.mark.parametrize("into", ["pipe", "file"])
+@pytest.mark.parametrize("name", ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"])
+def test_stdout_is_written_through_its_descriptor(tmp_path, into, name):
+    """`--json /dev/stdout` into a pipe works, and into a file (`> out`) it follows what was
+    printed instead of replacing or truncating the file."""
+    if into == "pipe":
+        out = subprocess.run([sys.executable, "-c", WRITE_TO_STDOUT, name], capture_output=True,
+                             text=True, check=True).stdout
+    else:
+        with open(tmp_path / "out.txt", "w") as f:
+            subprocess.run([sys.executable, "-c", WRITE_TO_STDOUT, name], stdout=f, check=True)
+        out = (tmp_path / "out.txt").read_text()
+        assert os.listdir(tmp_path) == ["out.txt"]
+    assert out == "printed first\n[\n 1\n]printed after\n"
+
+
+def test_a_replaced_file_keeps_its_mode_and_owner(tmp_path):
+    path = tmp_path / "private.json"
+    path.write_text("old")
+    os.chmod(path, 0o600)
+    write_json(path, [1])
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    os.chmod(path, 0o664)
+    with atomic_write(path, "w", gzip=True) as f:
+        f.write("x")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o664
+    if os.geteuid() != 0:
+        return
+    os.chown(path, 12345, 23456)  # root can give a file away: the new one goes to the same owner
+    write_json(path, [2])
+    st = os.stat(path)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (12345, 23456, 0o664)
+
+
+def test_a_read_only_file_is_refused_unless_asked(tmp_path):
+    """A baseline made read-only (0444) is kept, even for root, with an error naming it; the
+    writer can say replace_read_only=True."""
+    path = tmp_path / "baseline.json"
+    path.write_text("kept")
+    os.chmod(path, 0o444)
+    for attempt in (lambda: write_json(path, [1]), lambda: check_writable(path)):
+        with pytest.raises(PermissionError, match="read-only file \\(mode 0444\\)") as info:
+            attempt()
+        assert info.value.filename == str(path)
+    assert path.read_text() == "kept" and os.listdir(tmp_path) == ["baseline.json"]
+    with atomic_write(path, "w", replace_read_only=True) as f:
+        f.write("new")
+    assert path.read_text() == "new" and stat.S_IMODE(os.stat(path).st_mode) == 0o444
+
+
+def test_a_ctrl_c_half_way_removes_the_temporary_file(tmp_path):
+    path = tmp_path / "r.json"
+    path.write_text("old")
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_write(path) as f:
+            f.write("x" * 100_000)
+            raise KeyboardInterrupt
+    assert os.listdir(tmp_path) == ["r.json"] and path.read_text() == "old"
+
+
+def test_temporary_files_of_killed_writers_are_removed_by_the_next_write(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    pid = int(dead.stdout)  # a process that has exited
+    names = [f".r.json.gpuprofile-{pid}-0badf00d.tmp",  # a killed writer's: removed
+             f".r.json.gpuprofile-{os.getppid()}-0badf00d.tmp",  # a live process's: kept
+             f".other.json.gpuprofile-{pid}-0badf00d.tmp",  # another file's: kept for its writer
+             "r.json.gpuprofile-1-x.tmp"]  # not ours
+    for name in names:
+        (tmp_path / name).write_text("partial")
+    write_json(tmp_path / "r.json", [1])
+    assert sorted(os.listdir(tmp_path)) == sorted(["r.json", *names[1:]])
+    with atomic_write(tmp_path / "r.json") as f:  # the name is recognisable while it is written
+        (tmp,) = [n for n in os.listdir(tmp_path) if n.startswith(".r.json.gpuprofile-")
+                  and n not in names]
+        assert re.fullmatch(rf"\.r\.json\.gpuprofile-{os.getpid()}-[0-9a-f]{{8}}\.tmp", tmp)
+        f.write("x")

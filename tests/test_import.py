@@ -157,6 +157,6 @@ def test_no_driver_message_of_the_commands(tmp_path, command, prefix):
     script.write_text("print('never runs')\n")
     out = subprocess.run([sys.executable, "-m", "gpuprofile", command, str(script)],
                          capture_output=True, text=True, cwd=tmp_path)
-    assert out.returncode == 1
+    assert out.returncode == 2  # an error (docs/cli.md#exit-status), not a verdict
     assert out.stdout == ""
     assert out.stderr == prefix + NO_DRIVER + "\n"

@@ -7,7 +7,7 @@ import math
 import sys
 import traceback
 
-from .._cli_common import error, unwritable, write_csv, write_json
+from .._cli_common import ERROR, FAILED, STRICT, error, unwritable, write_csv, write_json
 
 BENCH_EXAMPLE = """\
 examples:
@@ -19,9 +19,9 @@ STMT (several are joined by newlines) runs as the body of a function; setup runs
 its names are visible to STMT. A single expression's value is returned to the benchmark. Without
 a CUDA device the host clock times STMT, and the result says so. In graph mode the name `stream`
 is a gpuprofile.Stream: STMT must launch all its work on it (it is captured into a CUDA graph).
-The result goes to stdout; warnings and diagnostics to stderr. Exit status: 0 measured; 1 STMT
-or setup raised (traceback on stderr), or the machine lacks the device that --mode graph or
---clock gpu|cupti need; 2 bad arguments or a STMT that does not compile.
+The result goes to stdout; warnings and diagnostics to stderr. Exit status: 0 measured; 2 bad
+arguments, a STMT that does not compile, STMT or setup raised (traceback on stderr), the machine
+lacks the device that --mode graph or --clock gpu|cupti need, or an output cannot be written.
 """
 
 COMPARE_EXAMPLE = """\
@@ -39,7 +39,7 @@ its 95 % bounds come from the two medians' confidence intervals. The rule (docs/
 cannot tell a change from drift between runs, and a difference it shows is 'inconclusive'.
 Each compared result gets one line saying what its verdict rests on. Exit status: 0 no regression
 (an 'inconclusive' verdict included), 1 a result is 'slower', 2 bad arguments, an unreadable file,
-or a result a gate cannot trust (a number that is not finite, an interval that is not its
+an output that cannot be written (checked before comparing), or a result a gate cannot trust (a number that is not finite, an interval that is not its
 samples'), 3 with --strict: a verdict is 'inconclusive' or a result was not compared.
 """
 
@@ -112,7 +112,7 @@ def bench_main(args) -> int:
     if args.mode == "graph":
         if device_count() == 0:
             return error("gpuprofile bench", "--mode graph needs a CUDA device "
-                                   f"({_C._cuda_status()['reason'] or 'none found'})", 1)
+                                   f"({_C._cuda_status()['reason'] or 'none found'})", ERROR)
         from ..streams import Stream
 
         namespace["stream"] = Stream()
@@ -124,7 +124,7 @@ def bench_main(args) -> int:
         return error("gpuprofile bench", str(e), 2)
     except Exception:
         traceback.print_exc()
-        return error("gpuprofile bench", "the setup raised (traceback above)", 1)
+        return error("gpuprofile bench", "the setup raised (traceback above)", ERROR)
     if args.clock in ("auto", "host") and device_count() == 0:
         print(f"gpuprofile bench: no CUDA device ({_C._cuda_status()['reason'] or 'none found'}): "
               "timing with the host clock", file=sys.stderr)
@@ -137,21 +137,21 @@ def bench_main(args) -> int:
         if _raised_by_options(e):
             return error("gpuprofile bench", str(e), 2)
         traceback.print_exc()
-        return error("gpuprofile bench", "the statement raised (traceback above)", 1)
+        return error("gpuprofile bench", "the statement raised (traceback above)", ERROR)
     except _C.NoDeviceError as e:
-        return error("gpuprofile bench", str(e), 1)
+        return error("gpuprofile bench", str(e), ERROR)
     except Exception:
         traceback.print_exc()
-        return error("gpuprofile bench", "the statement raised (traceback above)", 1)
+        return error("gpuprofile bench", "the statement raised (traceback above)", ERROR)
     print(result)
     if args.json:
         try:
             result.save(args.json)
         except OSError as e:
-            return error("gpuprofile bench", f"cannot write {args.json}: {e}", 1)
+            return error("gpuprofile bench", f"cannot write {args.json}: {e}", ERROR)
         print(f"gpuprofile bench: result saved to {args.json}", file=sys.stderr)
     if args.csv and write_csv("gpuprofile bench", args.csv, result):
-        return 1
+        return ERROR
     return 0
 
 
@@ -184,17 +184,17 @@ def _bench_ab(args, namespace) -> int:
         if _raised_by_options(e):
             return error(prog, str(e), 2)
         traceback.print_exc()
-        return error(prog, "a statement raised (traceback above)", 1)
+        return error(prog, "a statement raised (traceback above)", ERROR)
     except _C.NoDeviceError as e:
-        return error(prog, str(e), 1)
+        return error(prog, str(e), ERROR)
     except Exception:
         traceback.print_exc()
-        return error(prog, "a statement raised (traceback above)", 1)
+        return error(prog, "a statement raised (traceback above)", ERROR)
     print(repr(ab))
     if args.json and write_json(prog, args.json, ab.to_dict()):
-        return 1
+        return ERROR
     if args.csv and write_csv(prog, args.csv, ab):
-        return 1
+        return ERROR
     return 0
 
 
@@ -211,6 +211,8 @@ def compare_main(args) -> int:
         return error("gpuprofile compare", "give at least two files (the first is the baseline)", 2)
     if args.fail_slower is not None and not (0 <= args.fail_slower < math.inf):
         return error("gpuprofile compare", f"--fail-slower must be >= 0 and finite, got {args.fail_slower}", 2)
+    if unwritable("gpuprofile compare", args.json, args.csv):
+        return ERROR
     try:
         loaded = [load_results(path) for path in args.files]
     except ResultFileError as e:
@@ -223,9 +225,9 @@ def compare_main(args) -> int:
     print(comparison)
     print(comparison.scope_note())
     if args.json and write_json("gpuprofile compare", args.json, comparison.to_dict()):
-        return 1
+        return ERROR
     if args.csv and write_csv("gpuprofile compare", args.csv, comparison):
-        return 1
+        return ERROR
     return _gate_exit(comparison, args.fail_slower, args.strict)
 
 
@@ -240,7 +242,7 @@ def _gate_exit(comparison, threshold, strict: bool) -> int:
         names = ", ".join(f"{r.name} ({r.file}, {r.ratio:.3g}x)" for r in slower)
         print(f"gpuprofile compare: FAIL: {len(slower)} regression(s) beyond {limit}: {names}",
               file=sys.stderr)
-        return 1
+        return FAILED
     unsure = [r for r in compared if r.verdict == "inconclusive"]
     unmatched = [f"{n} (not in {f})" for n, f in comparison.missing]
     unmatched += [f"{r.name} (new in {r.file})" for r in comparison.rows if r.verdict == "new"]
@@ -254,7 +256,7 @@ def _gate_exit(comparison, threshold, strict: bool) -> int:
               "fails them): measure both sides with --rounds 5", file=sys.stderr)
     if strict and (unsure or unmatched or not compared):
         print("gpuprofile compare: FAIL (--strict): inconclusive or not compared", file=sys.stderr)
-        return 3
+        return STRICT
     print(f"gpuprofile compare: PASS: {len(compared)} compared, none slower beyond {limit}",
           file=sys.stderr)
     return 0

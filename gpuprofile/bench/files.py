@@ -37,7 +37,7 @@ def load_results(path) -> list:
         except ValueError as e:
             raise ResultFileError(str(e)) from None
         for d in items:
-            if d.get("mode") == "pytest-benchmark" and not d["samples"]:
+            if d.get("mode") == "pytest-benchmark" and not d.get("samples"):
                 raise ResultFileError(
                     f"{path}: {d['name']}: a pytest-benchmark result without its samples has no "
                     "interval of its median to compare; save them (pytest --benchmark-save-data)")
@@ -178,8 +178,9 @@ def compare_files(files, baseline: int = 0, threshold=None) -> FileComparison:
         for r in results:
             keyed.setdefault("" if by_position else r.name, r)
         table.append(keyed)
-    names = list(table[baseline])
-    names += [n for keyed in table for n in keyed if n not in names]
+    # the baseline's names first, then the others' in order of appearance: dict keys, so that
+    # each name is looked up once, not against every name before it (200k results in seconds)
+    names = list(dict.fromkeys([*table[baseline], *(n for keyed in table for n in keyed)]))
     rows, missing = [], []
     for name in names:
         present = [(labels[i], keyed[name]) for i, keyed in enumerate(table) if name in keyed]

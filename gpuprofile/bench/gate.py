@@ -64,6 +64,8 @@ def problem(result) -> str | None:
     if why is not None:
         return why
     samples = _get(result, "samples")
+    if samples is not None and not hasattr(samples, "__len__"):
+        return f"'samples' must be a list of numbers, got {type(samples).__name__}"
     if samples is None or len(samples) == 0:
         return _extremes_problem(result, low, high)
     return _samples_problem(samples, median) or _interval_problem(result, samples, low, high)

@@ -13,6 +13,15 @@ def _file_name(prefix: str, group) -> str:
     return f"{prefix}-{re.sub(r'[^A-Za-z0-9._-]+', '_', str(group))}.svg"
 
 
+def probe_path(prefix: str) -> str:
+    """A file the histograms' folder must take, checked before the tests run: PREFIX.svg, its
+    folder made now (OSError when it cannot be)."""
+    folder = os.path.dirname(prefix)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    return _file_name(prefix, None)
+
+
 def write_histograms(entries, prefix: str) -> list:
     """Write PREFIX.svg (results without a group) and PREFIX-GROUP.svg (one per group) from the
     plugin's entries ({name, group, result with samples in ms}); returns the paths written. A

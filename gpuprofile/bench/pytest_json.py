@@ -92,7 +92,10 @@ def _seconds(stats: dict, key: str, where: str) -> float:
         return math.nan
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{where}: stats[{key!r}] must be a number, got {type(value).__name__}")
-    return float(value) * 1e3
+    try:
+        return float(value) * 1e3
+    except OverflowError:  # an int beyond any float
+        raise ValueError(f"{where}: stats[{key!r}] is too large for a number of seconds") from None
 
 
 def _foreign_result(b: dict, where: str) -> dict:

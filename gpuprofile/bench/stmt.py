@@ -23,6 +23,13 @@ def _check(source: str, what: str) -> str:
     if not source.strip():
         raise BadStatement(f"{what} is empty")
     try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as e:  # bytes of another encoding, passed on as lone surrogates
+        code = ord(source[e.start])
+        bad = f"byte 0x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else f"U+{code:04X}"
+        raise BadStatement(f"{what} is not valid UTF-8 ({bad} at character {e.start + 1}): "
+                           f"{source!r}") from None
+    try:
         ast.parse(source)
     except SyntaxError as e:
         raise BadStatement(f"{what} is not valid Python: {e.msg} (line {e.lineno}): {source!r}") from None

@@ -5,7 +5,9 @@
         0002_3f2c9e1d..._20261125_103012_uncommitted-changes.json
         0003_before-fix.json                          --gpu-benchmark-save=before-fix
 
-A run's number is one more than the highest in its machine's folder; --gpu-benchmark-compare=3
+A run's number is one more than the highest in its machine's folder, reserved when the run
+begins (Storage.reserve: a file `.NNNN.reserved` created exclusively, removed once the run is
+saved), so that pytest runs started at once each get their own; --gpu-benchmark-compare=3
 reads run 3 there, a bare --gpu-benchmark-compare the newest. Each file carries the machine
 (host, Python, GPU, driver, CUDA), the commit and the date (machine_info(), commit_info()).
 Nothing here touches the GPU unless a device is present, and nothing raises for a missing
@@ -14,6 +16,7 @@ driver, git or repository: what cannot be read is said in the file instead.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -22,6 +25,7 @@ import subprocess
 
 DEFAULT_STORAGE = ".gpu_benchmarks"
 _RUN = re.compile(r"^(\d{4,})_.*\.json$")
+_RESERVED = re.compile(r"^\.(\d{4,})(\.rank\d+)?\.reserved$")
 
 
 def _read_text(path: str) -> str | None:
@@ -72,6 +76,24 @@ def machine_info() -> dict:
         "python_version": platform.python_version(), "release": platform.release(),
         "system": platform.system(), **gpu_info(),
     }
+
+
+def _stale(reservation: str) -> bool:
+    """Whether the process that wrote `reservation` is gone (one not yet written is not)."""
+    try:
+        with open(reservation, encoding="ascii") as f:
+            pid = int(f.read().strip() or 0)
+    except (OSError, ValueError):
+        return False
+    if pid <= 0 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _safe(text: str) -> str:
@@ -143,8 +165,12 @@ class Storage:
 
     def new_path(self, name: str | None, commit: dict, date: str) -> str:
         """The file of a new run: NNNN_NAME.json for --gpu-benchmark-save=NAME, else
-        NNNN_<commit>_<date>[_uncommitted-changes].json (autosave)."""
+        NNNN_<commit>_<date>[_uncommitted-changes].json (autosave). Nothing is reserved: see
+        reserve()."""
         number = max((n for n, _ in self.runs()), default=0) + 1
+        return self._path(number, name, commit, date)
+
+    def _path(self, number: int, name: str | None, commit: dict, date: str) -> str:
         if name is None:
             stamp = re.sub(r"[^0-9T]", "", date[:19]).replace("T", "_")
             parts = [commit.get("id") or "unversioned", stamp]
@@ -152,6 +178,51 @@ class Storage:
                 parts.append("uncommitted-changes")
             name = "_".join(parts)
         return os.path.join(self.folder, f"{number:04d}_{_safe(name)}.json")
+
+    def reserve(self, name: str | None, commit: dict, date: str, rank_tag: str = "") -> tuple:
+        """(path, reservation): new_path()'s file under a number no other run holds, saved or
+        being measured. The number is taken by creating `.NNNN<rank_tag>.reserved` exclusively
+        (the next number when another process got there first); remove the reservation once
+        the run is saved, or not. The ranks of one job (rank_tag '.rankR') share a number: a
+        rank's reservation does not hold the others'. A reservation whose process is gone is
+        removed here. OSError when the folder does not take the file."""
+        os.makedirs(self.folder, exist_ok=True)
+        number = max([n for n, _ in self.runs()] + self._reserved(rank_tag), default=0) + 1
+        while True:
+            reservation = os.path.join(self.folder, f".{number:04d}{rank_tag}.reserved")
+            try:
+                fd = os.open(reservation, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            except FileExistsError:
+                number += 1
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(str(os.getpid()))
+            if any(n == number for n, _ in self.runs()):  # saved meanwhile by a run not reserving
+                os.remove(reservation)
+                number += 1
+                continue
+            return self._path(number, name, commit, date), reservation
+
+    def _reserved(self, rank_tag: str) -> list:
+        """Numbers held by reservations that bind a run with `rank_tag`: every reservation for a
+        single-process run ('' ), its own rank's and single-process ones for a rank of a job.
+        Stale ones (their process is gone) are removed instead."""
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return []
+        out = []
+        for name in names:
+            m = _RESERVED.match(name)
+            if m is None or rank_tag and (m.group(2) or "") not in ("", rank_tag):
+                continue
+            path = os.path.join(self.folder, name)
+            if _stale(path):
+                with contextlib.suppress(OSError):
+                    os.remove(path)
+                continue
+            out.append(int(m.group(1)))
+        return out
 
     def find(self, spec: str) -> str:
         """The file a --gpu-benchmark-compare value names: 'latest' (the newest run), a run

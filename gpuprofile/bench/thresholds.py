@@ -2,7 +2,8 @@
 
     median:5%          fail when the median is slower than the saved one by more than 5 % with 95 %
                        confidence (the two medians' confidence intervals: bench.gate)
-    median:0.02ms      the same, as an absolute difference (units ns, us, µs, ms, s; ms if none)
+    median:0.02ms      the same, as an absolute difference (units ns, us, ms, s; ms if none; the
+                       micro sign µ or the Greek mu μ for the u of us)
     min:3%, mean:10us  fail when the statistic grew by more than that (a plain comparison, as
                        pytest-benchmark does: only the median has an interval)
     ops:5%             operations per second (1000 / mean ms): fail when it fell by more than 5 %
@@ -20,9 +21,23 @@ from dataclasses import dataclass
 # statistic -> the result field it reads (ops is derived from the mean)
 STATS = {"median": "median_ms", "min": "min_ms", "max": "max_ms", "mean": "mean_ms",
          "stddev": "stdev_ms", "iqr": "iqr_ms", "p10": "p10_ms", "p90": "p90_ms", "ops": "mean_ms"}
-_UNITS = {"": 1.0, "ns": 1e-6, "us": 1e-3, "µs": 1e-3, "ms": 1.0, "s": 1e3}
-_EXPR = re.compile(r"^\s*([a-z0-9]+)\s*:\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(%|ns|us|µs|ms|s)?\s*$",
+_UNITS = {"": 1.0, "ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+_MICRO = ("\u00b5", "\u03bc")  # the micro sign and the Greek small mu, both written for "u"
+# The unit is any run of letters, checked against _UNITS after the match: case-insensitive
+# matching alone would take the long s (ſ) for s and the Kelvin sign for k, and then no unit
+_EXPR = re.compile(r"^\s*([a-z0-9]+)\s*:\s*([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)\s*(%|[^\W\d_]+)?\s*$",
                    re.IGNORECASE)
+
+
+def _unit(piece: str, text: str) -> str:
+    """The unit of _UNITS that `text` names (any case; µ or μ for u); ValueError otherwise."""
+    unit = text.lower()
+    for micro in _MICRO:
+        unit = unit.replace(micro, "u")
+    if unit not in _UNITS or not unit.isascii():
+        raise ValueError(f"{piece.strip()!r}: unknown unit {text!r} (one of %, ns, us, ms, s; "
+                         "µs is us)")
+    return unit
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,10 @@ def parse(expressions) -> list:
                 raise ValueError(f"{piece.strip()!r} is not STAT:N% or STAT:N[unit] (e.g. "
                                  "median:5%, min:0.02ms)")
             stat, number, unit = m.group(1).lower(), float(m.group(2)), m.group(3) or ""
+            if not m.group(1).isascii():
+                raise ValueError(f"{piece.strip()!r}: unknown statistic {m.group(1)!r} (one of "
+                                 f"{', '.join(STATS)})")
+            unit = unit if unit == "%" else _unit(piece, unit)
             if stat not in STATS:
                 raise ValueError(f"{piece.strip()!r}: unknown statistic {stat!r} (one of "
                                  f"{', '.join(STATS)})")
@@ -56,7 +75,7 @@ def parse(expressions) -> list:
             percent = unit == "%"
             if stat == "ops" and unit not in ("", "%"):
                 raise ValueError(f"{piece.strip()!r}: ops takes a percent or operations per second")
-            value = number if percent or stat == "ops" else number * _UNITS[unit.lower() if unit != "µs" else unit]
+            value = number if percent or stat == "ops" else number * _UNITS[unit]
             out.append(Threshold(stat, value, percent, piece.strip()))
     return out
 

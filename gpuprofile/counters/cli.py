@@ -10,7 +10,7 @@ import contextlib
 import os
 import sys
 
-from .._cli_common import error, unwritable, write_csv, write_json
+from .._cli_common import ERROR, error, unwritable, write_csv, write_json
 
 METRICS_EXAMPLE = """\
 examples:
@@ -25,11 +25,11 @@ same kernels on the same data, as under `ncu --replay-mode application`. Caches 
 before each kernel (--cache-control all, as ncu's default); clocks are not locked (as ncu
 --clock-control none). Every kernel is profiled; --kernel picks the ones shown and written (a
 regular expression or plain text searched in the full and the short demangled names, as ncu's
--k regex:), and the total is recombined over them. Exit status: 0 measured; 1 no device,
-counters not permitted, CUPTI busy, runs that launched different kernels, --kernel matched no
-kernel (the kernels there were are listed), or the script failed (its status when it exited
-non-zero); 2 bad arguments, unknown metric names, or more passes or kernels than --max-passes or
---max-kernels allow.
+-k regex:), and the total is recombined over them. Exit status: 0 measured; the script's own
+status when it exited non-zero; 2 bad arguments, unknown metric names, more passes or kernels
+than --max-passes or --max-kernels allow, no device, counters not permitted, CUPTI busy, runs that
+launched different kernels, --kernel matched no kernel (the kernels there were are listed), or an
+output that cannot be written.
 """
 
 STALLS_EXAMPLE = """\
@@ -187,11 +187,11 @@ def _report(prog: str, collect, args) -> int:
     except ScriptFailed as e:
         return error(prog, f"{e} (its output is above); nothing measured", e.code)
     except _C.NoDeviceError as e:
-        return error(prog, f"needs a CUDA device: {e}", 1)
+        return error(prog, f"needs a CUDA device: {e}", 2)
     except _C.GpuProfileError as e:
         hint = (" (the script runs once per pass: every run must launch the same kernels)"
                 if "replayable" in str(e) else "")
-        return error(prog, f"{e}{hint}", 1)
+        return error(prog, f"{e}{hint}", 2)
     except ValueError as e:  # unknown metric names (with suggestions), past --max-passes/--max-kernels
         hint = " (on this command line: --max-kernels N)" if "max_kernels=" in str(e) else ""
         return error(prog, f"{e}{hint}", 2)
@@ -200,13 +200,13 @@ def _report(prog: str, collect, args) -> int:
         if not selected.kernels:
             from .kernel_filter import no_match_message
 
-            return error(prog, no_match_message(args.kernel, [k.name for k in result.kernels]), 1)
+            return error(prog, no_match_message(args.kernel, [k.name for k in result.kernels]), ERROR)
         result = selected
     print(result)
     if args.json:
         if write_json(prog, args.json, result.to_dict()):
-            return 1
+            return 2
         print(f"{prog}: written to {args.json}", file=sys.stderr)
     if args.csv and write_csv(prog, args.csv, result):
-        return 1
+        return 2
     return 0

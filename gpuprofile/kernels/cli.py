@@ -23,7 +23,7 @@ stdout, each case's status to stderr. TFLOP/s counts 4·B·H·N²·D per call (h
 --plots writes latency.png, tflops.png, speedup.png, memory.png and, with SDPA rows,
 versus_sdpa.png (needs matplotlib). Without a CUDA device it says so and exits 0 (nothing to
 measure is not a failure of this command). Exit status: 0 every kernel of ours validated and
-timed, or no device; 1 one failed; 2 bad arguments.
+timed, or no device; 1 one failed its check; 2 bad arguments, or plots that cannot be made.
 """
 
 PROFILE_EXAMPLE = """\
@@ -35,7 +35,7 @@ Validates the kernel once, then traces --iters calls under gpuprofile.profile() 
 device memory) inside a region, prints the kernel summary and writes the Chrome trace (open it in
 ui.perfetto.dev). Then, unless --no-counters, collects the hardware counters of one call with
 gpuprofile.metrics(); where counters are not permitted it says why on stderr and goes on.
-Exit status: 0 done; 1 no device, a wrong result or tracing failed; 2 bad arguments.
+Exit status: 0 done; 1 a wrong result; 2 bad arguments, no device, or tracing failed.
 """
 
 
@@ -119,10 +119,10 @@ def _plots(rows, env, output_dir) -> int:
         paths = write_plots(rows, env, output_dir)
     except ImportError:
         print("gpuprofile attention: --plots needs matplotlib (pip install matplotlib)", file=sys.stderr)
-        return 1
+        return 2
     except ValueError as e:
         print(f"gpuprofile attention: no plots: {e}", file=sys.stderr)
-        return 1
+        return 2
     print(f"gpuprofile attention: plots written: {', '.join(paths)}", file=sys.stderr)
     return 0
 
@@ -145,7 +145,7 @@ def profile_kernels_main(args) -> int:
     reason = no_device_reason()
     if reason is not None:
         print(f"gpuprofile profile-kernels: error: needs a CUDA device ({reason})", file=sys.stderr)
-        return 1
+        return 2
     dtype = ab.DTYPES[args.dtype]
     shape = ab.shape_for(args.seq_len, args.head_dim, args.batch, args.heads)
     inp = ab.Inputs(shape, dtype)
@@ -159,7 +159,7 @@ def profile_kernels_main(args) -> int:
         summary, trace = _trace(call, args, f"attention {args.impl} seq={args.seq_len}")
     except _C.GpuProfileError as e:
         print(f"gpuprofile profile-kernels: error: cannot trace: {e}", file=sys.stderr)
-        return 1
+        return 2
     print(summary)
     counters = None if args.no_counters else _counters(call, args.set)
     if counters is not None:

@@ -28,7 +28,7 @@ table splits each step (a region, default 'step') per rank into compute, collect
 and names the rank that arrived last; then compute/communication overlap, exposed communication
 and idle time per rank, and the steps where late ranks held the others back, with why. --tables
 writes every table as CSV (every step and rank; the printout shows totals). Exit status: 0
-merged; 1 the output or a table cannot be written; 2 bad arguments or a bad input file
+merged; 2 the output or a table cannot be written, bad arguments, or a bad input file
 (unreadable, not a Chrome trace or gpuprofile Parquet file, a field of the wrong type or out of
 range, two of the same rank, a foreign trace such as torch.profiler's: the message names the
 file). docs/distributed.md explains the output.
@@ -94,7 +94,7 @@ def merge_main(args) -> int:
         return 2
     except OSError as exc:
         print(f"gpuprofile merge: error: cannot write {args.output}: {exc}", file=sys.stderr)
-        return 1
+        return 2
     print(result)
     if args.tables:
         try:
@@ -102,7 +102,7 @@ def merge_main(args) -> int:
         except OSError as exc:
             print(f"gpuprofile merge: error: cannot write the tables in {args.tables}: {exc}",
                   file=sys.stderr)
-            return 1
+            return 2
     if args.json:
         return write_json("gpuprofile merge", args.json, result.to_dict())
     return 0

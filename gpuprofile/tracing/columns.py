@@ -13,6 +13,7 @@ name, the clock pair and how many records were dropped. Columns that do not appl
 from __future__ import annotations
 
 import json
+import zlib
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from .nccl import parse_names, region_bytes
 
 PARQUET_MAGIC = b"PAR1"
 META_KEY = b"gpuprofile"
+META_CRC_KEY = b"gpuprofile.crc32"
 KINDS = ("kernel", "memcpy", "memset", "region", "region (GPU)", "memory")
 
 # (column, NumPy dtype or str for a string column); the order of the table
@@ -50,6 +52,9 @@ def require_pyarrow():
     except ImportError:
         raise ImportError("Arrow and Parquet need pyarrow, which is not installed: pip install "
                           "pyarrow (the Chrome trace needs nothing more)") from None
+    if int(pyarrow.__version__.split(".")[0]) < 13:  # page checksums, written and verified
+        raise ImportError(f"Arrow and Parquet need pyarrow >= 13, this is {pyarrow.__version__}: "
+                          "pip install -U pyarrow")
     return pyarrow
 
 
@@ -226,7 +231,14 @@ def to_arrow(columns: dict, meta: dict):
             arrays.append(pa.array(columns[name]))
         names.append(name)
     table = pa.Table.from_arrays(arrays, names=names)
-    return table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})
+    text = json.dumps(meta).encode()
+    return table.replace_schema_metadata({META_KEY: text, META_CRC_KEY: meta_crc(text)})
+
+
+def meta_crc(text: bytes) -> bytes:
+    """The CRC-32 of the metadata's JSON, stored beside it: Parquet's page checksums cover the
+    data pages, not the footer where the metadata lives."""
+    return b"%08x" % zlib.crc32(text)
 
 
 def to_frame(columns: dict):
@@ -246,12 +258,14 @@ def to_frame(columns: dict):
 
 def write_parquet(path: str, table, row_group_rows: int = 1 << 17) -> str:
     """`table` as a Parquet file at `path`, written atomically (gpuprofile._files), zstd
-    compressed, in row groups that a reader can take one at a time."""
+    compressed, in row groups that a reader can take one at a time, each page with its CRC-32
+    (the merge verifies them: a flipped bit is an error, not a different trace)."""
     require_pyarrow()
     import pyarrow.parquet as pq
 
     from .._files import atomic_write
 
     with atomic_write(path, "wb", buffering=1 << 20) as f:
-        pq.write_table(table, f, compression="zstd", row_group_size=row_group_rows)
+        pq.write_table(table, f, compression="zstd", row_group_size=row_group_rows,
+                       write_page_checksum=True)
     return path

@@ -30,10 +30,33 @@ from .trace_input import TraceFileError, read_trace
 __all__ = ["MergeResult", "TraceFileError", "merge_traces", "read_trace"]
 
 
-def _rank_of(meta: dict, i: int) -> int:
-    rank = meta.get("rank")
-    ok = isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < 2**31
-    return rank if ok else i
+def _rank_of(meta: dict, i: int, path: str) -> int:
+    """The rank a file's metadata names (its position among the files when it names none);
+    TraceFileError naming the file for a rank that is not an int from 0 to 2**31 - 1."""
+    if meta.get("rank") is None:
+        return i
+    rank = meta["rank"]
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < 2**31:
+        raise TraceFileError(f"{path}: its rank is {rank!r}, not an int from 0 to 2**31 - 1")
+    return rank
+
+
+def _check_world(ranks) -> None:
+    """TraceFileError naming the files whose world sizes disagree, or a rank beyond its world."""
+    sizes: dict = {}
+    for r in ranks:
+        size = r.meta.get("world_size")
+        if size is None:
+            continue
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size < 2**31:
+            raise TraceFileError(f"{r.path}: its world_size is {size!r}, not an int >= 1")
+        if r.rank >= size:
+            raise TraceFileError(f"{r.path}: rank {r.rank} of a world of {size} ranks")
+        sizes.setdefault(size, r.path)
+    if len(sizes) > 1:
+        said = "; ".join(f"{size} in {path}" for size, path in sorted(sizes.items()))
+        raise TraceFileError(f"the traces disagree on the world size ({said}): they are not of "
+                             "one job")
 
 
 def _summaries(paths, step: str) -> list:
@@ -41,8 +64,9 @@ def _summaries(paths, step: str) -> list:
     ranks = []
     for i, path in enumerate(paths):
         s = scan(path, step)
-        ranks.append(analyses.summarize(_rank_of(s.meta, i), path, s))
+        ranks.append(analyses.summarize(_rank_of(s.meta, i, path), path, s))
         del s
+    _check_world(ranks)
     seen = [r.rank for r in ranks]
     for k, r in enumerate(ranks):
         if r.rank in seen[:k]:

@@ -17,7 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from .chrome_trace import GPU_PID_BASE
-from .columns import COLUMNS, KINDS, META_KEY, PARQUET_MAGIC, STRING_COLUMNS, require_pyarrow
+from .columns import (
+    COLUMNS,
+    KINDS,
+    META_CRC_KEY,
+    META_KEY,
+    PARQUET_MAGIC,
+    STRING_COLUMNS,
+    meta_crc,
+    require_pyarrow,
+)
 from .nccl import parse_names, region_bytes
 from .trace_input import _MAX_CLOCK_NS, _MAX_TIME_NS, TraceFileError, _check_meta, read_trace
 
@@ -180,11 +189,12 @@ def read_parquet(path: str, columns=None) -> tuple:
 
     wanted = list(columns or [c for c, _ in COLUMNS])
     try:
-        f = pq.ParquetFile(path)
+        f = pq.ParquetFile(path, page_checksum_verification=True)
         raw_meta = (f.schema_arrow.metadata or {}).get(META_KEY)
         if raw_meta is None:
             raise TraceFileError(f"{path}: a Parquet file without gpuprofile metadata: merge reads "
                                  "the files that Profile.export_parquet writes")
+        _check_crc(path, raw_meta, f.schema_arrow.metadata.get(META_CRC_KEY))
         meta = json.loads(raw_meta)
         if not isinstance(meta, dict) or "gpuprofile" not in meta:
             raise ValueError("the gpuprofile metadata is not an object with its version")
@@ -197,6 +207,9 @@ def read_parquet(path: str, columns=None) -> tuple:
     except TraceFileError:
         raise
     except (OSError, pa.ArrowException, ValueError, TypeError, RecursionError) as exc:
+        if "checksum" in str(exc).lower():
+            raise TraceFileError(f"{path}: damaged: a page's CRC-32 does not match its data (the "
+                                 f"file changed after it was written: {exc})") from None
         raise TraceFileError(f"{path}: not a gpuprofile Parquet trace "
                              f"({type(exc).__name__}: {exc})") from None
     zero = meta.get("time_zero_cupti_ns") or 0
@@ -217,6 +230,8 @@ def read_parquet(path: str, columns=None) -> tuple:
             if t.size and np.abs(out[name]).max() > _MAX_TIME_NS:
                 raise TraceFileError(f"{path}: column {name!r} is more than 2^60 ns from the "
                                      "file's time zero")
+    if "start_ns" in out and "end_ns" in out:
+        _check_spans(path, meta, out["start_ns"], out["end_ns"])
     for name, limit in (("device", 2**20), ("stream", 2**40)):  # thread ids of the merged trace
         if name in out and out[name].size and (out[name].min() < -1 or out[name].max() >= limit):
             raise TraceFileError(f"{path}: column {name!r} out of range (-1 to {limit - 1})")
@@ -225,6 +240,25 @@ def read_parquet(path: str, columns=None) -> tuple:
         if unknown and np.isin(out["kind"][0], [out["kind"][1].index(u) for u in unknown]).any():
             raise TraceFileError(f"{path}: column 'kind' holds {sorted(unknown)[0]!r}")
     return meta, out
+
+
+def _check_crc(path: str, text: bytes, crc) -> None:
+    """TraceFileError unless the metadata's JSON matches the CRC-32 written beside it (files
+    written before the CRC was, have none: nothing to check)."""
+    if crc is not None and crc != meta_crc(text):
+        raise TraceFileError(f"{path}: damaged: the gpuprofile metadata does not match its CRC-32 "
+                             "(the file changed after it was written)")
+
+
+def _check_spans(path: str, meta: dict, start: np.ndarray, end: np.ndarray) -> None:
+    """TraceFileError naming the file, the rank and the first row whose event ends before it
+    starts (a merged trace would show a negative duration)."""
+    bad = np.flatnonzero(end < start)
+    if bad.size:
+        i = int(bad[0])
+        raise TraceFileError(f"{path}: rank {meta.get('rank', '?')}: row {i} ends before it starts "
+                             f"(end_ns {int(end[i])} < start_ns {int(start[i])}, from the file's "
+                             f"time zero; {bad.size} such row(s))")
 
 
 def _label_of(col, value: str) -> int:

@@ -118,6 +118,7 @@ class ScheduledProfile:
         self.profile: Any = None  # the last finished cycle's Profile
         self.step_num = 0
         self.cycles = 0  # cycles handed over (on_trace_ready calls)
+        self._failed_cycle: int | None = None  # the cycle whose start failed: skipped
         self.state = "new"
 
     def _action(self, step: int) -> ProfilerAction:
@@ -139,18 +140,32 @@ class ScheduledProfile:
 
     def step(self) -> None:
         """The current step ended: move to the next one, starting, stopping or handing over a
-        trace where the schedule says so."""
+        trace where the schedule says so. An error on the way (on_trace_ready raised, a start or
+        a stop failed) is raised here once, after the profiler has moved on: later steps go on
+        tracing. A start that failed skips the rest of its cycle; the next cycle starts afresh."""
         if self.state != "running":
             raise _C.GpuProfileError(f"step(): the scheduled profile is {self.state}, not running")
         before, after = self._action(self.step_num), self._action(self.step_num + 1)
         self.step_num += 1
+        errors: list = []
         if before is ProfilerAction.RECORD_AND_SAVE:
-            self._finish()
+            _attempt(errors, self._finish)
         elif before is ProfilerAction.WARMUP and after not in _TRACING + (ProfilerAction.WARMUP,):
-            self._stop_warmup()
-        if (after is ProfilerAction.WARMUP and self._warming is None
-                or after in _TRACING and self._recording is None):
-            self._enter(after)
+            _attempt(errors, self._stop_warmup)
+        needed = (after is ProfilerAction.WARMUP and self._warming is None
+                  or after in _TRACING and self._recording is None)
+        if (needed and self._failed_cycle != self._cycle(self.step_num)
+                and not _attempt(errors, lambda: self._enter(after))):
+            self._failed_cycle = self._cycle(self.step_num)
+        if errors:
+            raise errors[0]
+
+    def _cycle(self, step: int) -> int:
+        """The schedule's cycle that `step` belongs to (-1 before it, 0 without a schedule)."""
+        s = self.schedule
+        if s is None:
+            return 0
+        return -1 if step < s.skip_first else (step - s.skip_first) // s.cycle
 
     def _enter(self, action: ProfilerAction) -> None:
         """Start what `action` needs when nothing runs yet (the first step, or after a cycle)."""
@@ -174,8 +189,10 @@ class ScheduledProfile:
             warming.stop(wait=False)
 
     def _finish(self) -> None:
-        """Stop the recording profile and hand it over."""
+        """Stop the recording profile and hand it over (nothing when its start failed)."""
         recording, self._recording = self._recording, None
+        if recording is None:
+            return
         if self._next is None:
             self._next = self._make_profile()
         recording.stop()
@@ -228,6 +245,17 @@ class ScheduledProfile:
     def __repr__(self) -> str:
         return (f"<gpuprofile.profile {self.state}, scheduled: step {self.step_num}, "
                 f"{self.cycles} cycle(s) traced, {self.schedule}>")
+
+
+def _attempt(errors: list, action) -> bool:
+    """Run action(); an Exception it raises is kept in `errors` (False) for step() to raise once
+    it has moved on. KeyboardInterrupt and the like go through at once."""
+    try:
+        action()
+    except Exception as e:
+        errors.append(e)
+        return False
+    return True
 
 
 def _warmup_collector(mask: int):

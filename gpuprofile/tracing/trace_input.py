@@ -86,6 +86,8 @@ def _check_event(e) -> None:
         _number(e["ts"], "ts", _MAX_TIME_NS / 1000)
     if e.get("dur") is not None:
         _number(e["dur"], "dur", _MAX_TIME_NS / 1000)
+        if e["dur"] < 0:
+            raise ValueError(f"dur is {e['dur']!r}: the event ends before it starts")
     if isinstance(e.get("id"), (list, dict)):
         raise ValueError(f"id must be a string or a number, got {type(e['id']).__name__}")
     if "args" in e and e["args"] is None:
@@ -109,8 +111,10 @@ def check_trace(path: str, data: dict) -> None:
         _check_meta(data.get("otherData"))
     except ValueError as exc:
         raise TraceFileError(f"{path}: {exc}") from None
+    meta = data.get("otherData") or {}
+    where = f"{path}: rank {meta['rank']}" if "rank" in meta else path
     for k, e in enumerate(data["traceEvents"]):
         try:
             _check_event(e)
         except ValueError as exc:
-            raise TraceFileError(f"{path}: traceEvents[{k}]: {exc}") from None
+            raise TraceFileError(f"{where}: traceEvents[{k}]: {exc}") from None

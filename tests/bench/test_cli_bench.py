@@ -3,6 +3,8 @@ the host-clock benchmark, and comparisons of saved files (single results and pyt
 with their verdicts and exit codes."""
 
 import json
+import os
+import stat
 import subprocess
 import sys
 
@@ -100,7 +102,7 @@ def test_bench_without_a_device_says_it_uses_the_host_clock(capsys):
 @pytest.mark.skipif(gp.device_count() > 0, reason="checks the no-device behaviour")
 @pytest.mark.parametrize("args", [["--mode", "graph"], ["--clock", "gpu"]])
 def test_bench_device_only_options_without_a_device_fail_clearly(capsys, args):
-    assert main(["bench", "1 + 1", *args]) == 1
+    assert main(["bench", "1 + 1", *args]) == 2  # an error, never the status of a regression
     assert "CUDA device" in capsys.readouterr().err
 
 
@@ -108,9 +110,12 @@ def test_bench_device_only_options_without_a_device_fail_clearly(capsys, args):
     (["bench", "x = ("], 2, "not valid Python"),
     (["bench", "1", "--max-time", "0", "--clock", "host"], 2, "max_time must be > 0"),
     (["bench", "1", "--mode", "hot", "--clock", "host", "--max-noise", "-1"], 2, "max_noise"),
-    (["bench", "1/0", *QUICK], 1, "the statement raised"),
-    (["bench", "1", "-s", "import no_such_module_here", *QUICK], 1, "the setup raised"),
-    (["bench", "1", "-s", "int('x')", *QUICK], 1, "the setup raised"),
+    (["bench", "1/0", *QUICK], 2, "the statement raised"),
+    (["bench", "1", "-s", "import no_such_module_here", *QUICK], 2, "the setup raised"),
+    (["bench", "1", "-s", "int('x')", *QUICK], 2, "the setup raised"),
+    # bytes that are not UTF-8 reach argv as lone surrogates: said so, not "the setup raised"
+    (["bench", "x = '\udcff'", *QUICK], 2, "the statement is not valid UTF-8 (byte 0xff at character 6)"),
+    (["bench", "1", "-s", "\udce9 = 1", *QUICK], 2, "the setup is not valid UTF-8 (byte 0xe9"),
 ])
 def test_bench_errors(capsys, argv, code, message):
     assert main(argv) == code
@@ -227,9 +232,19 @@ def test_compare_command_exit_codes_for_ci(tmp_path, capsys):
     assert main(["compare", str(base), str(worse), "--fail-slower", "15"]) == 0
     assert main(["compare", str(worse), str(base), "--baseline", "1"]) == 1
     capsys.readouterr()
-    # --json that cannot be written: exit 1, said on stderr (here a directory)
-    assert main(["compare", str(base), str(base), "--json", str(tmp_path)]) == 1
-    assert f"gpuprofile compare: error: cannot write {tmp_path}: " in capsys.readouterr().err
+    # an output that cannot be written is an error (2), never a regression (1): refused before
+    # comparing, even when a result is slower (here a directory, a missing folder, a 0444 file)
+    (tmp_path / "ro.json").write_text("{}")
+    os.chmod(tmp_path / "ro.json", 0o444)
+    for bad in (tmp_path, tmp_path / "missing" / "c.json", tmp_path / "ro.json"):
+        for option in ("--json", "--csv"):
+            assert main(["compare", str(base), str(worse), option, str(bad)]) == 2
+            captured = capsys.readouterr()
+            assert f"gpuprofile compare: error: cannot write {bad}: " in captured.err
+            assert captured.out == ""
+    # written in place where it is a device: -o /dev/null keeps /dev/null
+    assert main(["compare", str(base), str(base), "--json", "/dev/null", "--csv", "/dev/null"]) == 0
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -267,3 +282,50 @@ def test_sum(gpu_benchmark):
     assert main(["compare", str(pytester.path / "main.json"), str(pytester.path / "mine.json"),
                  "--fail-slower", "1000"]) == 0
     assert "test_suite.py::test_sum" in capsys.readouterr().out
+
+
+def _suite(n, scale):
+    """n results named t::0 .. t::n-1 (each its own str object), medians `scale` ms."""
+    import dataclasses
+
+    template = result("t::x", scale, 0.01 * scale)
+    return [dataclasses.replace(template, name=f"t::{i}") for i in range(n)]
+
+
+def test_compare_looks_each_name_up_a_bounded_number_of_times():
+    """Complexity-independent: the names compared by == while matching two suites of n results
+    (a list-membership check against every earlier name did n^2 / 2)."""
+    import dataclasses
+
+    class Name(str):
+        compared = 0
+
+        def __eq__(self, other):
+            Name.compared += 1
+            return str.__eq__(self, other)
+
+        __hash__ = str.__hash__
+
+    n = 3000
+    files = [(label, [dataclasses.replace(r, name=Name(r.name)) for r in _suite(n, scale)])
+             for label, scale in (("a", 1.0), ("b", 1.2))]
+    Name.compared = 0
+    c = compare_files(files)
+    assert len(c.rows) == 2 * n and c.counts() == {"slower": n}
+    assert Name.compared <= 4 * n, Name.compared
+
+
+def test_compare_of_50k_results_takes_seconds(tmp_path):
+    """Linear time end to end (load, match, print): 50k results a file (the quadratic match took
+    minutes at this size); the bound is generous for a loaded CI machine."""
+    import time
+
+    for label, scale in (("a", 1.0), ("b", 1.2)):
+        plugin_file(tmp_path / f"{label}.json", _suite(50_000, scale))
+    t0 = time.process_time()
+    files = [(p.name, load_results(p)) for p in (tmp_path / "a.json", tmp_path / "b.json")]
+    c = compare_files(files)
+    text = str(c)
+    elapsed = time.process_time() - t0
+    assert c.counts() == {"slower": 50_000} and text.count("\n") > 100_000
+    assert elapsed < 60, f"{elapsed:.1f} s of CPU"

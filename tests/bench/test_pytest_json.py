@@ -105,3 +105,46 @@ def test_malformed_pytest_benchmark_files_are_named(tmp_path):
     (tmp_path / "a.json").write_text(json.dumps(doc))
     with pytest.raises(ResultFileError, match=r"stats\['median'\] must be a number"):
         load_results(tmp_path / "a.json")
+
+
+@pytest.mark.parametrize("stats, match", [
+    ({"median": 10**400, "data": [0.001] * 8}, r"stats\['median'\] is too large"),
+    ({"median": 0.001, "data": [0.001] * 7 + [10**400]}, r"data: stats\['x'\] is too large"),
+])
+def test_integers_too_large_for_a_float_are_named(tmp_path, capsys, stats, match):
+    """json reads 10**400 as an int that no float holds: a clear error, not OverflowError."""
+    doc = {"machine_info": {}, "benchmarks": [{"fullname": "t::x", "stats": stats}]}
+    (tmp_path / "big.json").write_text(json.dumps(doc))
+    with pytest.raises(ResultFileError, match="big.json: benchmarks\\[0\\].*" + match):
+        load_results(tmp_path / "big.json")
+    assert main(["compare", str(tmp_path / "big.json"), str(tmp_path / "big.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpuprofile compare: error: ") and err.count("\n") == 1
+
+
+def test_an_entry_marked_as_ours_without_its_samples_is_named(tmp_path, capsys):
+    """extra_info.gpuprofile of a result read from pytest-benchmark, exported again without
+    stats.data: no samples, so no interval; said so, not KeyError."""
+    d, doc = exported()
+    own = doc["benchmarks"][0]["extra_info"]["gpuprofile"]
+    own["mode"] = "pytest-benchmark"
+    own.pop("samples", None)
+    (tmp_path / "ours.json").write_text(json.dumps(doc))
+    with pytest.raises(ResultFileError, match="without its samples has no interval"):
+        load_results(tmp_path / "ours.json")
+    assert main(["compare", str(tmp_path / "ours.json"), str(tmp_path / "ours.json")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_saved_samples_that_are_not_a_list_are_named(tmp_path, capsys):
+    from gpuprofile.bench import gate
+
+    d = result_dict(ENTRY_SAMPLES)
+    for samples in (5, 2.5, True):
+        d["samples"] = samples
+        assert gate.problem(d) == f"'samples' must be a list of numbers, got {type(samples).__name__}"
+    d["samples"] = 5
+    (tmp_path / "run.json").write_text(json.dumps({"gpuprofile_benchmark_file": 1, "results": [d]}))
+    assert main(["compare", str(tmp_path / "run.json"), str(tmp_path / "run.json")]) == 2
+    err = capsys.readouterr().err
+    assert "run.json" in err and "samples" in err and err.count("\n") == 1

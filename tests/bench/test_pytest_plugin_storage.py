@@ -231,3 +231,83 @@ def test_a_saved_run_of_another_gpu_is_noted(suite):
     suite.runpytest(f"--gpu-benchmark-save={base}").assert_outcomes(passed=3)
     same = suite.runpytest(f"--gpu-benchmark-compare={base}")
     assert "note: the saved run was measured with" not in same.stdout.str()
+
+
+SLOW_SUITE = f"""
+import time
+import pytest
+
+@pytest.mark.gpu_benchmark({QUICK})
+def test_bench(gpu_benchmark):
+    time.sleep(1.0)  # the runs overlap: each reserves its number while the others measure
+    gpu_benchmark(sum, range(10))
+"""
+
+
+def test_concurrent_autosave_runs_each_get_their_own_number(pytester):
+    """Four pytest processes started at once into one storage folder: four runs, numbered 1 to
+    4, none overwritten, and --gpu-benchmark-compare=N then finds each."""
+    import subprocess
+    import sys
+
+    pytester.makepyfile(test_slow=SLOW_SUITE)
+    storage = pytester.path / "store"
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+           "test_slow.py", "--gpu-benchmark-autosave", f"--gpu-benchmark-storage={storage}"]
+    runs = [subprocess.Popen(cmd, cwd=pytester.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True) for _ in range(4)]
+    outputs = [p.communicate(timeout=300)[0] for p in runs]
+    assert [p.returncode for p in runs] == [0] * 4, outputs
+    (folder,) = storage.iterdir()
+    names = sorted(os.listdir(folder))
+    assert [n[:5] for n in names] == ["0001_", "0002_", "0003_", "0004_"], names  # no reservation left
+    assert all(len(saved(folder / n)["results"]) == 1 for n in names)
+    for number in "1234":
+        found = pytester.runpytest_subprocess(  # what failed before: "several runs numbered 1"
+            "test_slow.py", f"--gpu-benchmark-storage={storage}", f"--gpu-benchmark-compare={number}",
+            "--gpu-benchmark-only", "-k", "nothing")
+        assert found.ret == pytest.ExitCode.NO_TESTS_COLLECTED, found.stderr.str()
+
+
+def test_reservations_hold_numbers_and_stale_ones_go(tmp_path):
+    from gpuprofile.bench.storage import Storage
+
+    st = Storage(tmp_path, "m")
+    a, held_a = st.reserve(None, {"id": "c1"}, "2026-12-04T10:00:00")
+    b, held_b = st.reserve("named", {}, "")
+    assert os.path.basename(a).startswith("0001_c1_") and os.path.basename(b) == "0002_named.json"
+    assert os.path.basename(held_a) == ".0001.reserved" and st.runs() == []  # not a run
+    os.remove(held_a)  # run 1 saved nothing; 2 is still held: the next is 3
+    c, held_c = st.reserve("x", {}, "")
+    assert os.path.basename(c) == "0003_x.json"
+    os.remove(held_c)
+    with open(held_b, "w") as f:  # a run killed outright: its process is gone
+        f.write("999999999")
+    r0, _ = st.reserve("job", {}, "", rank_tag=".rank0")
+    r1, _ = st.reserve("job", {}, "", rank_tag=".rank1")  # the ranks of one job share a number
+    assert os.path.basename(r0) == os.path.basename(r1) == "0001_job.json"
+    assert not os.path.exists(held_b)
+
+
+@pytest.mark.parametrize("where", ["a_file/h", "a_folder"])
+def test_a_histogram_path_that_cannot_be_written_is_a_usage_error_before_any_test(suite, where):
+    (suite.path / "a_file").write_text("")
+    (suite.path / "a_folder.svg").mkdir()  # PREFIX.svg is a folder
+    result = suite.runpytest(f"--gpu-benchmark-histogram={suite.path / where}", "--gpu-benchmark-autosave")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--gpu-benchmark-histogram: cannot write *"])
+    assert "passed" not in result.stdout.str() and "INTERNALERROR" not in result.stderr.str()
+    leftovers = list((suite.path / ".gpu_benchmarks").rglob("*"))  # the reserved number given back
+    assert [p for p in leftovers if p.is_file()] == []
+
+
+def test_a_saved_run_whose_samples_are_a_number_is_a_usage_error(suite):
+    suite.runpytest("--gpu-benchmark-autosave", "--gpu-benchmark-save-data").assert_outcomes(passed=3)
+    (run,) = machine_folder(suite).iterdir()
+    data = saved(run)
+    data["results"][0]["samples"] = 5
+    run.write_text(json.dumps(data))
+    result = suite.runpytest("--gpu-benchmark-compare")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR and "INTERNALERROR" not in result.stderr.str()
+    result.stderr.fnmatch_lines(["*--gpu-benchmark-compare: cannot read *: results[[]0[]] *"
+                                 "'samples' must be a list of numbers, got int*"])

@@ -20,6 +20,8 @@ def test_parse_expressions_units_and_lists():
         ("p90", 1500.0, False), ("iqr", 0.0005, False), ("ops", 10.0, True), ("ops", 2000.0, False),
         ("stddev", 0.001, False)]
     assert got[0].text == "median:5%" and parse(["median:5µs"])[0].value == 0.005
+    # the micro sign (U+00B5) and the Greek mu (U+03BC, either case) both stand for the u of us
+    assert [t.value for t in parse(["min:5\u00b5s", "min:5\u03bcs", "min:5\u039cS", "min:5US"])] == [0.005] * 4
     assert parse([]) == [] and parse(["", " , "]) == []
 
 
@@ -27,6 +29,10 @@ def test_parse_expressions_units_and_lists():
     ("median", "not STAT:N% or STAT:N\\[unit\\]"), ("median:five%", "not STAT"),
     ("median:-5%", "not STAT"), ("mode:5%", "unknown statistic 'mode'"),
     ("ops:5ms", "ops takes a percent"), ("median:5%%", "not STAT"), ("median:1e999%", "finite"),
+    # letters that case-insensitive matching would take for ASCII ones: a clear error, no KeyError
+    ("median:5\u017f", "unknown unit '\u017f'"), ("median:5m\u017f", "unknown unit 'm\u017f'"),
+    ("median:5\u212a", "unknown unit"), ("median:5\u00b5", "unknown unit"), ("median:5ks", "unknown unit 'ks'"),
+    ("\u017ftddev:5%", "unknown statistic '\u017ftddev'"), ("median:5 m", "unknown unit 'm'"),
 ])
 def test_parse_refuses_what_is_not_an_expression(expr, match):
     with pytest.raises(ValueError, match=match):

@@ -86,7 +86,7 @@ def test_help_has_an_example(command):
 @pytest.mark.skipif(gp.device_count() > 0, reason="checks the no-device behaviour")
 @pytest.mark.parametrize("command", ["metrics", "stalls"])
 def test_without_a_device_the_error_says_so(capsys, script, command):
-    assert main([command, script]) == 1
+    assert main([command, script]) == 2
     err = capsys.readouterr().err
     assert f"gpuprofile {command}: error: needs a CUDA device" in err
 

@@ -25,10 +25,11 @@ def test_merge_command(tmp_path, monkeypatch):
     summary = json.loads((tmp_path / "m.json").read_text())
     assert summary["straggler"]["last_rank"] == [1, 1, 0]
     assert (tmp_path / "m.json.gz").stat().st_size > 0
-    # a --json path that cannot be written: the merge is printed, then exit 1 with the reason
+    # a --json path that cannot be written: the merge is printed, then exit 2 (an error) with
+    # the reason
     out = gpuprofile("merge", *paths, "-o", tmp_path / "m2.json.gz", "--json", tmp_path,
                      cwd=tmp_path)
-    assert out.returncode == 1 and "merged 2 ranks" in out.stdout
+    assert out.returncode == 2 and "merged 2 ranks" in out.stdout
     assert f"gpuprofile merge: error: cannot write {tmp_path}: " in out.stderr
 
 

@@ -63,7 +63,7 @@ def test_attention_without_a_device_says_so_and_exits_0(capsys, tmp_path):
 
 @no_device
 def test_profile_kernels_without_a_device_fails_clearly(capsys):
-    assert main(["profile-kernels", "--seq-len", "512", "--impl", "flash"]) == 1
+    assert main(["profile-kernels", "--seq-len", "512", "--impl", "flash"]) == 2
     assert "needs a CUDA device" in capsys.readouterr().err
 
 
@@ -78,7 +78,7 @@ def test_the_seed_script_name_runs_the_subcommand():
     script = os.path.join(ROOT, "benchmarks", "profile_kernels.py")
     out = subprocess.run([sys.executable, script, "--seq-len", "512", "--impl", "flash"],
                          capture_output=True, text=True)
-    assert out.returncode == 1 and "gpuprofile profile-kernels: error: needs a CUDA device" in out.stderr
+    assert out.returncode == 2 and "gpuprofile profile-kernels: error: needs a CUDA device" in out.stderr
 
 
 def test_write_plots_draws_only_timed_rows(tmp_path):

@@ -237,3 +237,101 @@ def test_profile_summary_sorts_and_limits_rows():
     for bad in (0, 1.5, True, "3"):
         with pytest.raises(ValueError, match="row_limit"):
             p.summary(row_limit=bad)
+
+
+class Failing:
+    """Makes the n-th call of a fake's method raise (once)."""
+
+    def __init__(self, **at):
+        self.at = at  # method -> the call numbers that raise
+        self.calls: dict = {}
+
+    def check(self, what):
+        self.calls[what] = self.calls.get(what, 0) + 1
+        if self.calls[what] in self.at.get(what, ()):
+            raise OSError(28, f"No space left on device ({what} #{self.calls[what]})")
+
+
+def scheduled_failing(schedule, failing, on_trace_ready=None):
+    p, log = scheduled(schedule, on_trace_ready)
+    make = p._make_profile
+
+    def make_failing():
+        prof = make()
+        start, stop = prof.start, prof.stop
+
+        def failing_start():
+            failing.check("start")
+            start()
+
+        def failing_stop():
+            failing.check("stop")
+            stop()
+        prof.start, prof.stop = failing_start, failing_stop
+        return prof
+
+    p._make_profile = make_failing
+    p._next = make_failing()
+    return p, log
+
+
+def steps_raising(p, n):
+    """Run n steps; the errors raised, by step number (each step's at most once)."""
+    raised = {}
+    for _ in range(n):
+        try:
+            p.step()
+        except OSError as e:
+            raised[p.step_num] = str(e)
+    return raised
+
+
+@pytest.mark.parametrize("wait", [0, 1])
+def test_an_on_trace_ready_that_raises_reaches_the_user_once_and_tracing_goes_on(wait):
+    """A full disk in on_trace_ready: that step raises, once; the next cycle is traced and
+    handed over as if nothing happened, and no later step raises (AttributeError before)."""
+    ready = []
+
+    def export(prof):
+        ready.append(prof.profile.n)
+        if len(ready) == 1:
+            raise OSError(28, "No space left on device")
+
+    p, log = scheduled(gp.schedule(wait=wait, warmup=0, active=1, repeat=3), export)
+    p.start()
+    raised = steps_raising(p, 8)
+    p.stop()
+    assert raised == {1 + wait: "[Errno 28] No space left on device"}
+    assert ready == [0, 1, 2] and p.cycles == 3
+    assert [e[1:] for e in log.events] == [("start", 0), ("stop", 0), ("start", 1), ("stop", 1),
+                                           ("start", 2), ("stop", 2)]
+
+
+@pytest.mark.parametrize("active", [1, 3])
+def test_a_start_that_fails_mid_cycle_skips_that_cycle_and_the_next_one_is_traced(active):
+    failing = Failing(start=[2])  # the second cycle's start fails
+    ready = []
+    p, log = scheduled_failing(gp.schedule(wait=1, warmup=1, active=active, repeat=3), failing,
+                               lambda prof: ready.append(prof.profile.n))
+    p.start()
+    cycle = 2 + active
+    raised = steps_raising(p, 3 * cycle + 2)
+    p.stop()
+    assert list(raised) == [cycle + 2] and "start #2" in raised[cycle + 2]  # once, where it failed
+    assert len(ready) == 2 and p.cycles == 2  # cycles 1 and 3; the 2nd was skipped, not retried
+    assert failing.calls["start"] == 3  # no retry within the failed cycle
+    assert [e[1] for e in log.events].count("warmup stop") == 3  # the warm-up did not linger
+    assert p.state == "stopped"
+
+
+def test_a_stop_that_fails_is_raised_once_and_the_next_cycle_starts():
+    failing = Failing(stop=[1])
+    p, log = scheduled_failing(gp.schedule(wait=0, warmup=0, active=2, repeat=3), failing)
+    p.start()
+    raised = steps_raising(p, 6)
+    p.stop()
+    assert list(raised) == [2] and "stop #1" in raised[2]
+    # profile 0 is the one ScheduledProfile made before the fakes were wrapped: unused
+    assert [e[1:] for e in log.events] == [("start", 1), ("start", 2), ("stop", 2), ("start", 3),
+                                           ("stop", 3)]
+    assert p.cycles == 2
