@@ -180,7 +180,7 @@ def paired_ratios(r, base):
     mine, theirs = r.get("round_ms"), base.get("round_ms")
     if not mine or not theirs or len(mine) != len(theirs):
         return None
-    return [b / a for a, b in zip(mine, theirs)]
+    return [b / a for a, b in zip(mine, theirs, strict=True)]
 
 
 def add_ratios(rows):

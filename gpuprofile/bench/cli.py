@@ -170,7 +170,7 @@ def _bench_ab(args, namespace) -> int:
         return error(prog, str(e), 2)
     except Exception:
         traceback.print_exc()
-        return error(prog, "the setup raised (traceback above)", 1)
+        return error(prog, "the setup raised (traceback above)", ERROR)
     if len(fns) < len(args.stmt):
         return error(prog, "the statements must differ", 2)
     options = dict(mode=args.mode, flops=args.flops, bytes=args.bytes, clock=args.clock,

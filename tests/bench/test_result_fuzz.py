@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gpuprofile as gp
+from gpuprofile.bench.fixture import _fail_if_slower
 from gpuprofile.bench.result import BenchmarkResult, compare
-from gpuprofile.pytest_plugin import _fail_if_slower, _read, baselines, summary_lines
+from gpuprofile.pytest_plugin import _read, baselines, summary_lines
 
 pytestmark = pytest.mark.fuzz
 
