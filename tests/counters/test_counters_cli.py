@@ -153,8 +153,8 @@ def report_args(kernel, tmp_path):
                                       str(tmp_path / "m.json"), "x.py"])
 
 
-def test_kernel_that_matches_nothing_lists_the_kernels_and_exits_1(capsys, tmp_path):
-    assert _report("gpuprofile metrics", three_kernels, report_args("gemm_nt", tmp_path)) == 1
+def test_kernel_that_matches_nothing_lists_the_kernels_and_exits_2(capsys, tmp_path):
+    assert _report("gpuprofile metrics", three_kernels, report_args("gemm_nt", tmp_path)) == 2  # an error of the arguments (docs/cli.md, exit status)
     captured = capsys.readouterr()
     assert captured.out == "" and not (tmp_path / "m.json").exists()
     assert captured.err.splitlines()[:4] == [
@@ -175,7 +175,7 @@ def test_stalls_kernel_filter_uses_the_same_matcher(capsys, tmp_path):
     report = StallReport(kernels, {"total_samples": 15}, 6, [])
     assert [k.name for k in report.select("^flash_fwd$").kernels] == ["void flash_fwd<64>(Params)"]
     args = build_parser().parse_args(["stalls", "--kernel", "gemm", "x.py"])
-    assert _report("gpuprofile stalls", lambda: report, args) == 1
+    assert _report("gpuprofile stalls", lambda: report, args) == 2
     assert "  nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT" in capsys.readouterr().err
 
 
