@@ -406,7 +406,7 @@ attention(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = {"q",     "k",      "v",      "out",      "impl",
                              "causal", "scale", "stream", "_variant", NULL};
     PyObject *objs[4] = {NULL, NULL, NULL, Py_None}, *scale_obj = Py_None, *stream_obj = Py_None;
-    const char *impl_name = "flash";
+    const char *impl_name = "auto";
     int causal = 0, variant = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOOi:attention", kwlist, &objs[0],
                                      &objs[1], &objs[2], &objs[3], &impl_name, &causal, &scale_obj,
@@ -657,7 +657,7 @@ attention_release_workspace(PyObject *module, PyObject *unused)
 
 static PyMethodDef attention_methods[] = {
     {"_attention", (PyCFunction)(void (*)(void))attention, METH_VARARGS | METH_KEYWORDS,
-     "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None)\n--\n\n"
+     "_attention(q, k, v, out=None, *, impl='auto', causal=False, scale=None, stream=None)\n--\n\n"
      "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations. The hidden "
      "keyword _variant (impl='flash_wgmma' only) runs one of flash_wgmma's schedules in place "
      "of the one chosen per shape: 1 persist, 2 bm128, 3 persist_bm128, 4 fixed, "

@@ -68,13 +68,13 @@ IMPLS = (*(i.name for i in IMPLEMENTATIONS), "auto")
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
-def attention(q, k, v, impl: str = "flash", causal: bool = False, scale: float | None = None,
+def attention(q, k, v, impl: str = "auto", causal: bool = False, scale: float | None = None,
               out=None, stream=None):
     """softmax(scale · Q Kᵀ) V for arrays shaped [batch, heads, seq, head_dim] (forward only).
 
-    impl:   the name of one of IMPLEMENTATIONS (listed at the end), or "auto": the fastest that
-            takes the arguments on the arrays' device (flash_wgmma on compute capability 9.0,
-            else flash_tc, flash, naive).
+    impl:   "auto" (the default): the fastest that takes the arguments on the arrays' device
+            (flash_wgmma on compute capability 9.0, else flash_tc, flash, naive); or the name of
+            one of IMPLEMENTATIONS (listed at the end) to run that one.
     causal: query i attends to keys 0..i.
     scale:  defaults to 1/sqrt(head_dim).
     q, k, v share one shape and dtype (float32, float16 or bfloat16). Either all are NumPy (host)
@@ -131,7 +131,7 @@ def attention_flops(batch: int, heads: int, seq: int, head_dim: int, causal: boo
 
 
 def attention_bytes(batch: int, heads: int, seq: int, head_dim: int, dtype: str = "bfloat16",
-                    impl: str = "flash", causal: bool = False) -> float:
+                    impl: str = "auto", causal: bool = False) -> float:
     """DRAM bytes the forward must move, for roofline placement.
 
     Fused impls ("flash", "flash_tc", "flash_wgmma", "auto"): the compulsory traffic, Q, K, V read once and O

@@ -342,6 +342,26 @@ def test_dlpack_cpu_tensor_is_a_host_array():
         attention(FakeDLPack(), x, x)
 
 
+def test_auto_is_the_default():
+    """impl defaults to "auto" in Python, in C and in the CLI (issue 46): head_dim 80 in float16,
+    which every fused implementation refuses, passes the checks (naive takes it) and reaches the
+    device step."""
+    import inspect
+
+    from gpuprofile.cli import build_parser
+
+    assert inspect.signature(attention).parameters["impl"].default == "auto"
+    assert inspect.signature(gp.kernels.attention_bytes).parameters["impl"].default == "auto"
+    assert build_parser().parse_args(["profile-kernels"]).impl == "auto"
+    x = host((1, 1, 8, 80), np.float16)
+    for call in (lambda: attention(x, x, x), lambda: _C._attention(x, x, x, x)):
+        if gp.device_count() == 0:
+            with pytest.raises(gp.NoDeviceError):
+                call()
+        else:
+            assert call().shape == x.shape
+
+
 @no_device
 def test_no_device_error_after_valid_arguments():
     with pytest.raises(gp.NoDeviceError, match="no usable CUDA device"):
