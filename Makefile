@@ -5,7 +5,8 @@ ARCHS ?= 80;90
 .PHONY: help build test test-gpu bench format lint clean sanitize fuzz leaks reliability-gpu \
         compute-sanitizer test-pythons test-sdist wheel test-wheel
 
-C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h)
+C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h \
+            kernels/*/*/*.cu kernels/*/*/*.cuh kernels/*/*/*.h)
 C_FORMATTED = $(C_SOURCES)
 
 help:

@@ -41,24 +41,15 @@ typedef struct {
     float scale; /* > 0: scores are scale * q·k */
     int causal;  /* key j is visible to query i when j <= i */
     gp_attn_dtype dtype;
-    /* flash_wgmma's schedule (GP_ATTN_WGMMA_*): 0, per shape, everywhere but the benchmarks.
-     * Only flash_wgmma reads it; the others take 0 only. */
+    /* flash_wgmma's schedule (GP_ATTN_WGMMA_*): 0, per shape, everywhere but the tests and
+     * benchmarks. Only flash_wgmma reads it; the others take 0 only. */
     int variant;
 } gp_attn_params;
 
-/* flash_wgmma's schedules, chosen by gp_attn_params.variant (the hidden _variant of
- * _C._attention, for the benchmarks): 0 per shape, what every other caller runs
- * (gp_attn_flash_wgmma_schedule picks one of the others); 1 persist: the fixed block persistent
- * (one block per SM walks (query tile, head, batch) work items); 2 bm128: a 128-row block with
- * two overlapped consumers at every head_dim (head_dim 128: the fixed block); 3 persist_bm128:
- * the 128-row block, persistent; 4 fixed: the block per head_dim that every shape ran before
- * issue 27 (192 rows at head_dim 64, 128 at 128), one block per query tile; 5 persist_lookahead:
- * head_dim 64 only (the launcher returns cudaErrorNotSupported at 128), the persistent 128-row
- * block whose consumers issue Q·Kᵀ of the next key tile before the softmax of this one
- * (what head_dim 64 runs on long sequences, but where 192-row items fill the SMs' waves better);
- * 6 persist_lookahead_chained: head_dim 64 only, the same with its items chained (a consumer
- * issues the next item's first Q·Kᵀ behind this item's last P·V, as the other persistent
- * schedules at head_dim 64 do; what head_dim 64 runs on short sequences). */
+/* flash_wgmma's schedules by number, chosen by gp_attn_params.variant: 0 per shape, what every
+ * caller but the tests and benchmarks (_C._testing.attention) runs (gp_attn_flash_wgmma_schedule
+ * picks one of the others); 1 to 6 the rows of the table of schedules,
+ * kernels/attention/flash_wgmma/schedules.h, which says what each one is. */
 enum {
     GP_ATTN_WGMMA_PER_SHAPE = 0,
     GP_ATTN_WGMMA_PERSIST = 1,
@@ -130,6 +121,9 @@ int gp_attn_flash_wgmma_out_smem(const gp_attn_params *p, int schedule);
  * takes a tile and its complement, of equal work together) or "heaviest first" (causal, in groups
  * of heads sized for the L2); NULL for the other schedules or sms < 1. Pure. */
 const char *gp_attn_flash_wgmma_order(const gp_attn_params *p, int schedule, int sms);
+/* Whether causal work items go out in twos of equal work (m_tiles query tiles per (batch, head),
+ * `items` in all, on `sms` SMs); pure, the launcher's and _order's. */
+int gp_attn_flash_wgmma_paired(const gp_attn_params *p, int m_tiles, long long items, int sms);
 /* n / d as the persistent kernels divide (a multiply-high and a shift with constants made on the
  * host, attention_sm90.cuh FastDiv), for d from 1 to 2^32 - 1 and n from 0 to 2^31 - 1; -1
  * outside those ranges. For tests. */
