@@ -10,6 +10,10 @@ time (dlopen). Kernels that use architecture-specific instructions (ARCH_SPECIFI
 only on sm_90a) are compiled for that "a" target where its architecture is listed, without PTX, and
 for the other listed ones as they are (their code there is a stub the launcher never reaches).
 
+GPUPROFILE_ATTN_LAB=1 builds every configuration of flash_wgmma's table of schedules
+(kernels/attention/flash_wgmma/schedules.h) both ways, for the benchmarks that force one through
+_C._testing.attention; without it the build has what the per-shape rule runs.
+
 GPUPROFILE_WERROR=1 turns compiler warnings into errors for our C sources (csrc/; CI sets it, so
 that an undeclared function or a bad conversion never reaches a user); nvcc's kernels are not
 affected.
@@ -296,6 +300,8 @@ class BuildExt(build_ext):
         extra = shlex.split(os.environ.get("GPUPROFILE_NVCC_FLAGS", ""))
         flags = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC,-fvisibility=hidden"]
         flags += ["--expt-relaxed-constexpr", "-Ikernels", *extra]
+        if os.environ.get("GPUPROFILE_ATTN_LAB", "0") not in ("", "0"):
+            flags += ["-DGP_ATTN_LAB=1"]
         if os.environ.get("CUDAHOSTCXX"):
             flags += ["-ccbin", os.environ["CUDAHOSTCXX"]]
         # one folder per nvcc and flags: objects of other flags are never mixed in

@@ -24,9 +24,6 @@ OVERSIZED: dict = {
     "gpuprofile/tracing/profile.py": "the Profile class: its collectors, the record tables, the "
     "summary and the exports of one trace, each a short method over tracing/ modules that do the "
     "work (shaping, attribution, summary, chrome_trace, collectives); one type, one reader",
-    "csrc/workloads/attention.c": "the Python face of the attention kernels: argument checks, "
-    "launch, the auto choice and its reason, and the hooks that expose the kernels' host-side "
-    "rules (schedule, fast division) to the CPU tests; one binding module",
 }
 
 

@@ -20,6 +20,7 @@
 # encodings included) and neither has a kernel the other lacks, 1 otherwise, 2 on a usage or build
 # error. `--allow-removed` accepts kernels only in OLD (a build that ships fewer configurations):
 # they are listed, and the exit status then says whether every kernel NEW has is identical.
+# `--keep DIR` leaves the objects it compiled in DIR/old and DIR/new (a folder argument then).
 #
 # cuobjdump and nvdisasm come from the CUDA toolkit ($CUDA_HOME/bin) or PyPI's
 # nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels (pip install "nvidia-cuda-cuobjdump==13.*"
@@ -40,9 +41,14 @@ import types
 root, argv = sys.argv[1], sys.argv[2:]
 allow_removed = "--allow-removed" in argv
 argv = [a for a in argv if a != "--allow-removed"]
+keep = None
+if "--keep" in argv[:-1]:
+    at = argv.index("--keep")
+    keep = os.path.abspath(argv[at + 1])
+    del argv[at:at + 2]
 if len(argv) != 2:
-    sys.exit("usage: tools/sass_diff.sh [--allow-removed] OLD NEW (a git revision, WORKTREE, a .so, "
-             "a .o or a folder of .o)")
+    sys.exit("usage: tools/sass_diff.sh [--allow-removed] [--keep DIR] OLD NEW (a git revision, "
+             "WORKTREE, a .so, a .o or a folder of .o)")
 
 
 def tool(name):
@@ -87,6 +93,7 @@ def compile_kernels(tree, out):
 
 
 def objects_of(spec, scratch):
+    os.makedirs(scratch, exist_ok=True)
     if spec == "WORKTREE":
         return compile_kernels(root, os.path.join(scratch, "worktree"))
     if os.path.isdir(spec):
@@ -136,7 +143,9 @@ def kernels_of(objects):
         source = arch = name = None
         for line in normalize(dump.stdout).splitlines():
             s = line.strip()
-            if s.startswith("identifier = "):
+            if s.startswith("Fatbin "):  # the next cubin's header: the last function ended
+                name = None
+            elif s.startswith("identifier = "):
                 source = s.split("=", 1)[1].strip()
             elif s.startswith("code for "):
                 arch, name = s.split()[-1], None
@@ -153,8 +162,11 @@ def kernels_of(objects):
 
 
 with tempfile.TemporaryDirectory(prefix="sass_diff.") as scratch:
-    old = kernels_of(objects_of(argv[0], scratch))
-    new = kernels_of(objects_of(argv[1], scratch))
+    if keep is not None:  # the compiled objects stay there, for another comparison
+        os.makedirs(keep, exist_ok=True)
+        scratch = keep
+    old = kernels_of(objects_of(argv[0], os.path.join(scratch, "old")))
+    new = kernels_of(objects_of(argv[1], os.path.join(scratch, "new")))
 
 changed = sorted(k for k in old.keys() & new.keys() if old[k] != new[k])
 removed, added = sorted(old.keys() - new.keys()), sorted(new.keys() - old.keys())

@@ -8,8 +8,10 @@
  *   attention_flash.cu     fused online softmax on CUDA cores, fp32 arithmetic
  *   attention_flash_tc.cu  fused, fp16/bf16 on tensor cores (mma.sync), fp32 accumulation
  *   attention_flash_wgmma.cu  fused, sm_90a only: TMA, wgmma, warp specialization
- * One configuration per family and head_dim, the fastest measured (docs/benchmarks.md); the table
- * of implementations that Python sees is csrc/workloads/attention_impls.c. The *_supports
+ * One configuration per family and head_dim, the fastest measured (docs/benchmarks.md), but
+ * flash_wgmma, whose rule picks one of the configurations of its table of schedules per shape
+ * (attention/flash_wgmma/schedules.h); the table of implementations that Python sees is
+ * csrc/workloads/attention_impls.c. The *_supports
  * functions say which shapes a launcher takes, so callers validate before any GPU work; a
  * launcher given an unsupported shape returns cudaErrorInvalidValue (flash_wgmma:
  * cudaErrorNotSupported). */
@@ -104,6 +106,10 @@ cudaError_t gp_attn_flash_tc(const gp_attn_params *p, cudaStream_t stream);
  * device). */
 int gp_attn_flash_wgmma_supports(const gp_attn_params *p);
 int gp_attn_flash_wgmma_runnable(void);
+/* Nonzero in a build with GPUPROFILE_ATTN_LAB=1: every configuration of the table of schedules
+ * (flash_wgmma/schedules.h) both ways; zero in the shipped build, which has what the rule reaches.
+ */
+int gp_attn_flash_wgmma_lab(void);
 cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream);
 /* The schedule (GP_ATTN_WGMMA_*, never PER_SHAPE) that variant 0 runs for p's shape and causal
  * on a device of `sms` SMs; pure, no device needed (the rule and its measurements: the

@@ -90,6 +90,12 @@
 
 #include "attention/flash_wgmma/kernel.cuh"
 
+// GPUPROFILE_ATTN_LAB=1 at build time (setup.py): every configuration of the table both ways, for
+// the benchmarks that force a schedule; without it, what the rule reaches (schedules.h).
+#ifndef GP_ATTN_LAB
+#define GP_ATTN_LAB 0
+#endif
+
 #include <atomic>
 #include <limits.h>
 #include <string.h>
@@ -101,6 +107,10 @@ namespace {
 
 // runnable_here for the current device, asked once per device: every instantiation comes from
 // this one translation unit, so they share the binary version. 0: not asked yet, 1: yes, -1: no.
+// The kernel asked about is one every build has: fixed at head_dim 128, O through shared memory.
+static_assert(gp_attn_wgmma_built(&gp_attn_wgmma_schedules[GP_ATTN_WGMMA_FIXED - 1].at[1], 1, 0) !=
+                  0,
+              "runnable_on_current_device asks about a kernel the shipped build has");
 bool
 runnable_on_current_device()
 {
@@ -114,7 +124,7 @@ runnable_on_current_device()
     int state = known[device].load(std::memory_order_relaxed);
     if (state == 0) {
         state =
-            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 128, 2, Schedule::overlapped, false>) &&
+            runnable_here(flash_wgmma_kernel<__nv_bfloat16, 128, 2, Schedule::overlapped, true>) &&
                     encoder() != nullptr
                 ? 1
                 : -1;
@@ -217,61 +227,56 @@ launch_persistent(const gp_attn_params &p, cudaStream_t stream)
                             Layout<D, B::BM, 2>::smem(OUT_SMEM), stream, a);
 }
 
-// One schedule's kernel, with O stored through shared memory (OUT_SMEM) or from registers.
-// Persistent kernels chain their items (CHAIN) at head_dim 64 but under persist_lookahead, which
-// chains only as persist_lookahead_chained (v10); the head_dim 128 block never (v8).
-template <typename T, int D, int CONSUMERS, Schedule S, bool PERSISTENT,
-          bool CHAIN = (PERSISTENT && D == 64 && S != Schedule::lookahead)>
+// One configuration's kernel: the fixed or the persistent one, O stored through shared memory
+// (OUT_SMEM) or from registers.
+template <typename T, int D, int CONSUMERS, Schedule S, bool PERSISTENT, bool CHAIN, bool OUT_SMEM>
 cudaError_t
-launch_out(const gp_attn_params &p, bool out_smem, cudaStream_t stream)
+launch_kernel(const gp_attn_params &p, cudaStream_t stream)
 {
     static_assert(PERSISTENT || !CHAIN, "only the persistent kernel chains items");
     if constexpr (PERSISTENT)
-        return out_smem ? launch_persistent<T, D, CONSUMERS, S, true, CHAIN>(p, stream)
-                        : launch_persistent<T, D, CONSUMERS, S, false, CHAIN>(p, stream);
+        return launch_persistent<T, D, CONSUMERS, S, OUT_SMEM, CHAIN>(p, stream);
     else
-        return out_smem ? launch<T, D, CONSUMERS, S, true>(p, stream)
-                        : launch<T, D, CONSUMERS, S, false>(p, stream);
+        return launch<T, D, CONSUMERS, S, OUT_SMEM>(p, stream);
 }
 
-template <typename T>
+// Row I of the table of schedules (schedules.h) at head_dim D, O stored as asked: its template
+// arguments come from the row, and only the configurations this build has are instantiated (the
+// shipped build: what the rule reaches, the row's `ships`; GP_ATTN_LAB: every one both ways).
+// cudaErrorNotSupported for one it does not have.
+template <typename T, int I, int D>
 cudaError_t
-launch_dtype(const gp_attn_params &p, int schedule, bool out_smem, cudaStream_t stream)
+launch_config(const gp_attn_params &p, bool out_smem, cudaStream_t stream)
 {
-    // The schedules (attention.h, GP_ATTN_WGMMA_*): persist the fixed block persistent, bm128
-    // the 128-row overlapped block (head_dim 64: flash_wgmma_v4 of git history), persist_bm128
-    // that block persistent, persist_lookahead that block with two S tiles per consumer (v4).
-    constexpr Schedule seq = Schedule::sequential, ovl = Schedule::overlapped;
-    switch (schedule) {
-    case GP_ATTN_WGMMA_PERSIST:
-        if (p.head_dim == 64)
-            return launch_out<T, 64, 3, seq, true>(p, out_smem, stream);
-        return launch_out<T, 128, 2, ovl, true>(p, out_smem, stream);
-    case GP_ATTN_WGMMA_BM128:
-        if (p.head_dim == 64)
-            return launch_out<T, 64, 2, ovl, false>(p, out_smem, stream);
-        return launch_out<T, 128, 2, ovl, false>(p, out_smem, stream);
-    case GP_ATTN_WGMMA_PERSIST_BM128:
-        if (p.head_dim == 64)
-            return launch_out<T, 64, 2, ovl, true>(p, out_smem, stream);
-        return launch_out<T, 128, 2, ovl, true>(p, out_smem, stream);
-    case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD: // head_dim 64 only (v4)
-        if (p.head_dim == 64)
-            return launch_out<T, 64, 2, Schedule::lookahead, true>(p, out_smem, stream);
-        return cudaErrorNotSupported;
-    case GP_ATTN_WGMMA_PERSIST_LOOKAHEAD_CHAINED: // head_dim 64 only (v10)
-        if (p.head_dim == 64)
-            return launch_out<T, 64, 2, Schedule::lookahead, true, true>(p, out_smem, stream);
-        return cudaErrorNotSupported;
-    default:
-        break;
+    constexpr const gp_attn_wgmma_config *c = &gp_attn_wgmma_schedules[I].at[D == 128];
+    constexpr Schedule S = static_cast<Schedule>(c->order);
+    if constexpr (gp_attn_wgmma_built(c, 1, GP_ATTN_LAB) != 0) {
+        if (out_smem)
+            return launch_kernel<T, D, c->consumers, S, c->persistent != 0, c->chained != 0, true>(
+                p, stream);
     }
-    // fixed: the fastest block on an H100 at each head_dim over the long-sequence sweep
-    // (docs/benchmarks.md, "flash_wgmma"): 192 rows in sequence at 64, 128 rows overlapped at 128
-    // (a 192-row block does not fit O's registers at 128: a consumer gets 160).
-    if (p.head_dim == 64)
-        return launch_out<T, 64, 3, seq, false>(p, out_smem, stream);
-    return launch_out<T, 128, 2, ovl, false>(p, out_smem, stream);
+    if constexpr (gp_attn_wgmma_built(c, 0, GP_ATTN_LAB) != 0) {
+        if (!out_smem)
+            return launch_kernel<T, D, c->consumers, S, c->persistent != 0, c->chained != 0, false>(
+                p, stream);
+    }
+    return cudaErrorNotSupported;
+}
+
+// Schedule number `schedule` (1..6, the table's rows from I on).
+template <typename T, int I = 0>
+cudaError_t
+launch_schedule(const gp_attn_params &p, int schedule, bool out_smem, cudaStream_t stream)
+{
+    if constexpr (I == GP_ATTN_WGMMA_SCHEDULES) {
+        return cudaErrorNotSupported;
+    } else {
+        static_assert(gp_attn_wgmma_schedules[I].number == I + 1, "rows in the schedules' order");
+        if (schedule != I + 1)
+            return launch_schedule<T, I + 1>(p, schedule, out_smem, stream);
+        return p.head_dim == 64 ? launch_config<T, I, 64>(p, out_smem, stream)
+                                : launch_config<T, I, 128>(p, out_smem, stream);
+    }
 }
 
 } // namespace
@@ -301,6 +306,12 @@ gp_attn_fast_div(long long d, long long n)
 }
 
 extern "C" int
+gp_attn_flash_wgmma_lab(void)
+{
+    return GP_ATTN_LAB;
+}
+
+extern "C" int
 gp_attn_flash_wgmma_runnable(void)
 {
     return gp_attn::runnable_on_current_device() ? 1 : 0;
@@ -326,6 +337,6 @@ gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream)
     const bool out_smem =
         out ? out == GP_ATTN_WGMMA_OUT_SMEM : gp_attn_flash_wgmma_out_smem(p, schedule) != 0;
     if (p->dtype == GP_ATTN_F16)
-        return gp_attn::launch_dtype<__half>(*p, schedule, out_smem, stream);
-    return gp_attn::launch_dtype<__nv_bfloat16>(*p, schedule, out_smem, stream);
+        return gp_attn::launch_schedule<__half>(*p, schedule, out_smem, stream);
+    return gp_attn::launch_schedule<__nv_bfloat16>(*p, schedule, out_smem, stream);
 }

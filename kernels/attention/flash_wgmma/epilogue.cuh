@@ -46,8 +46,8 @@ Consumer<T, D, BM>::store(const gp_attn_params &p, int r0, int lane, int b, int 
 // rows of 16 bytes into 8 different chunks of the swizzle: no bank conflicts.
 template <typename T, int D, int BM>
 __device__ __forceinline__ void
-Consumer<T, D, BM>::store_tma(const CUtensorMap *map, uint32_t buf, int t, int row_lo, int h,
-                              int b, int bar_id)
+Consumer<T, D, BM>::store_tma(const CUtensorMap *map, uint32_t buf, int t, int row_lo, int h, int b,
+                              int bar_id)
 {
     const int warp = t >> 5, lane = t & 31;
     float inv[2];
@@ -73,8 +73,7 @@ Consumer<T, D, BM>::store_tma(const CUtensorMap *map, uint32_t buf, int t, int r
                                         o[4 * i + 2 * half + 1] * inv[half]);
             }
             const int i = 2 * j + (q >> 1);
-            stmatrix_x4(buf + (i / 8) * (64 * 128) + row * 128 + (((i & 7) ^ (row & 7)) << 4),
-                        r);
+            stmatrix_x4(buf + (i / 8) * (64 * 128) + row * 128 + (((i & 7) ^ (row & 7)) << 4), r);
         }
     }
     fence_async_shared();

@@ -78,14 +78,15 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1) flash_wgmma_kernel(const __grid_
 #endif
 }
 
-// ---- the persistent kernel (v3) ------------------------------------------------------------------
-// One block per SM (grid = min(SMs, items)); block x takes work items x, x + grid, x + 2·grid, ...
-// of (query tile, head, batch). The producer loads the next item's Q into the other of two Q
-// buffers and its K, V tiles into the same ring as soon as stages free up, so the next item's
-// loads overlap this item's last tiles and its O store; the ring's stage and parity come from a
-// count of the block's tiles over all its items. Every consumer releases every tile the block
-// loads (a causal 192-row block's first consumer waits for and releases the tiles it skips), so
-// the barriers' phases stay in step across items.
+// ---- the persistent kernel (v3)
+// ------------------------------------------------------------------ One block per SM (grid =
+// min(SMs, items)); block x takes work items x, x + grid, x + 2·grid, ... of (query tile, head,
+// batch). The producer loads the next item's Q into the other of two Q buffers and its K, V tiles
+// into the same ring as soon as stages free up, so the next item's loads overlap this item's last
+// tiles and its O store; the ring's stage and parity come from a count of the block's tiles over
+// all its items. Every consumer releases every tile the block loads (a causal 192-row block's first
+// consumer waits for and releases the tiles it skips), so the barriers' phases stay in step across
+// items.
 
 #if GP_SM90A
 
@@ -137,8 +138,8 @@ consume_persistent(const Args &a, uint8_t *smem, const PBarriers &pb, int cw)
     float s1[C::NS];
     const uint32_t base = smem_u32(smem);
     auto q_rows = [&](int qb) { return base + qb * L::Q_BYTES + cw * 64 * 128; };
-    uint32_t g0 = 0; // the block's K/V tiles before this item
-    int k = 0;       // items before this one
+    uint32_t g0 = 0;        // the block's K/V tiles before this item
+    int k = 0;              // items before this one
     int64_t i = blockIdx.x; // the grid is at most the items: every block has one
     mbar_wait(&pb.q_full[0], 0);
     Item w = item_of(0);
@@ -189,8 +190,7 @@ __launch_bounds__(Block<CONSUMERS>::threads, 1)
     using L = Layout<D, B::BM, 2>;
     extern __shared__ uint8_t smem_raw[];
     uint8_t *smem = smem_raw + ((1024 - (smem_u32(smem_raw) & 1023)) & 1023);
-    const PBarriers bar =
-        PBarriers::at<L::STAGES>(reinterpret_cast<uint64_t *>(smem + L::BAR_OFF));
+    const PBarriers bar = PBarriers::at<L::STAGES>(reinterpret_cast<uint64_t *>(smem + L::BAR_OFF));
     const int wg = threadIdx.x / 128;
 
     if (threadIdx.x == 0) {

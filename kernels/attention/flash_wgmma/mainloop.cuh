@@ -70,7 +70,8 @@ produce_persistent(const Args &a, uint8_t *smem, const PBarriers &bar)
         for (int j = 0; j < n_tiles; j++, g++) {
             const int s = g % L::STAGES;
             const uint32_t reuse = (g / L::STAGES - 1) & 1; // read only where g >= STAGES
-            uint8_t *kb = smem + L::K_OFF + s * L::KV_BYTES, *vb = smem + L::V_OFF + s * L::KV_BYTES;
+            uint8_t *kb = smem + L::K_OFF + s * L::KV_BYTES,
+                    *vb = smem + L::V_OFF + s * L::KV_BYTES;
             if (g >= (uint32_t)L::STAGES)
                 mbar_wait(&bar.ring.k_empty[s], reuse);
             mbar_arrive_expect_tx(&bar.ring.k_full[s], L::KV_BYTES);
@@ -208,7 +209,6 @@ template <typename T, int D, int BM> struct Consumer {
     __device__ __forceinline__ void store_tma(const CUtensorMap *map, uint32_t buf, int t,
                                               int row_lo, int h, int b, int bar_id);
 };
-
 
 // block_tiles: the block's key tiles, key_tiles(p, m0 + BM), which the producer loads. With
 // BM = BN (2 consumers) every consumer needs all of them. With BM = 192 a consumer computes its

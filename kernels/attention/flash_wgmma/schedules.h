@@ -18,8 +18,10 @@
 
 #ifdef __cplusplus
 #define GP_ATTN_TABLE constexpr
+#define GP_ATTN_INLINE constexpr inline
 #else
 #define GP_ATTN_TABLE const
+#define GP_ATTN_INLINE inline
 #endif
 
 #ifdef __cplusplus
@@ -92,15 +94,16 @@ static GP_ATTN_TABLE gp_attn_wgmma_schedule_row gp_attn_wgmma_schedules[GP_ATTN_
 };
 
 /* The row of schedule number 1..6, or NULL. */
-static inline const gp_attn_wgmma_schedule_row *
+static GP_ATTN_INLINE const gp_attn_wgmma_schedule_row *
 gp_attn_wgmma_row(int schedule)
 {
-    return schedule >= 1 && schedule <= GP_ATTN_WGMMA_SCHEDULES ? &gp_attn_wgmma_schedules[schedule - 1]
-                                                                 : 0;
+    return schedule >= 1 && schedule <= GP_ATTN_WGMMA_SCHEDULES
+               ? &gp_attn_wgmma_schedules[schedule - 1]
+               : 0;
 }
 
 /* Schedule number 1..6 at head_dim 64 or 128, or NULL where it does not take that head_dim. */
-static inline const gp_attn_wgmma_config *
+static GP_ATTN_INLINE const gp_attn_wgmma_config *
 gp_attn_wgmma_config_at(int schedule, int head_dim)
 {
     const gp_attn_wgmma_schedule_row *row = gp_attn_wgmma_row(schedule);
@@ -110,7 +113,7 @@ gp_attn_wgmma_config_at(int schedule, int head_dim)
 }
 
 /* Whether a build (lab: built with GP_ATTN_LAB) has configuration c with this O store. */
-static inline int
+static GP_ATTN_INLINE int
 gp_attn_wgmma_built(const gp_attn_wgmma_config *c, int out_smem, int lab)
 {
     return c != 0 && c->consumers != 0 &&
