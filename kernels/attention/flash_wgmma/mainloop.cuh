@@ -14,9 +14,32 @@ namespace {
 
 #if GP_SM90A
 
-// The producer thread: the Q tile, then K and V tile j into stage j % STAGES once the consumers
-// released tile j - STAGES from it. TMA boxes are 64 columns wide (the swizzle's span), so a tile
-// of D columns takes D/64 loads into consecutive column blocks.
+// Key tile `tile` of (head h, batch b), K then V, into ring stage s of layout L, each once the
+// consumers released the stage's previous tile (release: wait for that, at parity `reuse`; the
+// ring's first STAGES tiles find it empty). TMA boxes are 64 columns wide (the swizzle's span),
+// so a tile of D columns takes D/64 loads into consecutive column blocks.
+template <int D, typename L>
+__device__ __forceinline__ void
+load_kv(const Args &a, uint8_t *smem, const Barriers &bar, int s, bool release, uint32_t reuse,
+        int tile, int h, int b)
+{
+    uint8_t *k = smem + L::K_OFF + s * L::KV_BYTES, *v = smem + L::V_OFF + s * L::KV_BYTES;
+    if (release)
+        mbar_wait(&bar.k_empty[s], reuse);
+    mbar_arrive_expect_tx(&bar.k_full[s], L::KV_BYTES);
+#pragma unroll
+    for (int c = 0; c < D / kBlockCols; c++)
+        tma_load_4d(k + c * kBN * 128, &a.k, &bar.k_full[s], c * kBlockCols, tile * kBN, h, b);
+    if (release)
+        mbar_wait(&bar.v_empty[s], reuse);
+    mbar_arrive_expect_tx(&bar.v_full[s], L::KV_BYTES);
+#pragma unroll
+    for (int c = 0; c < D / kBlockCols; c++)
+        tma_load_4d(v + c * kBN * 128, &a.v, &bar.v_full[s], c * kBlockCols, tile * kBN, h, b);
+}
+
+// The fixed kernel's producer thread: the Q tile, then K and V tile j into stage j % STAGES once
+// the consumers released tile j - STAGES from it.
 template <int D, int BM>
 __device__ void
 produce(const Args &a, uint8_t *smem, const Barriers &bar, int m0, int n_tiles)
@@ -28,24 +51,14 @@ produce(const Args &a, uint8_t *smem, const Barriers &bar, int m0, int n_tiles)
     for (int c = 0; c < D / kBlockCols; c++)
         tma_load_4d(smem + c * BM * 128, &a.q, bar.q, c * kBlockCols, m0, h, b);
     for (int j = 0; j < n_tiles; j++) {
-        const int s = j % L::STAGES;
         const uint32_t reuse = (uint32_t)(j / L::STAGES - 1) & 1; // parity of the release
-        uint8_t *k = smem + L::K_OFF + s * L::KV_BYTES, *v = smem + L::V_OFF + s * L::KV_BYTES;
-        if (j >= L::STAGES)
-            mbar_wait(&bar.k_empty[s], reuse);
-        mbar_arrive_expect_tx(&bar.k_full[s], L::KV_BYTES);
-#pragma unroll
-        for (int c = 0; c < D / kBlockCols; c++)
-            tma_load_4d(k + c * kBN * 128, &a.k, &bar.k_full[s], c * kBlockCols, j * kBN, h, b);
-        if (j >= L::STAGES)
-            mbar_wait(&bar.v_empty[s], reuse);
-        mbar_arrive_expect_tx(&bar.v_full[s], L::KV_BYTES);
-#pragma unroll
-        for (int c = 0; c < D / kBlockCols; c++)
-            tma_load_4d(v + c * kBN * 128, &a.v, &bar.v_full[s], c * kBlockCols, j * kBN, h, b);
+        load_kv<D, L>(a, smem, bar, j % L::STAGES, j >= L::STAGES, reuse, j, h, b);
     }
 }
 
+// The persistent kernel's producer thread: each item's Q into the Q buffer the item before the
+// last has released, then its K and V tiles into the ring, which runs on across items (the
+// stage and parity from g, the block's tiles so far).
 template <int D, int BM>
 __device__ void
 produce_persistent(const Args &a, uint8_t *smem, const PBarriers &bar)
@@ -68,24 +81,9 @@ produce_persistent(const Args &a, uint8_t *smem, const PBarriers &bar)
                         c * kBlockCols, w.m0, w.h, w.b);
         const int n_tiles = key_tiles(a.p, w.m0 + BM);
         for (int j = 0; j < n_tiles; j++, g++) {
-            const int s = g % L::STAGES;
             const uint32_t reuse = (g / L::STAGES - 1) & 1; // read only where g >= STAGES
-            uint8_t *kb = smem + L::K_OFF + s * L::KV_BYTES,
-                    *vb = smem + L::V_OFF + s * L::KV_BYTES;
-            if (g >= (uint32_t)L::STAGES)
-                mbar_wait(&bar.ring.k_empty[s], reuse);
-            mbar_arrive_expect_tx(&bar.ring.k_full[s], L::KV_BYTES);
-#pragma unroll
-            for (int c = 0; c < D / kBlockCols; c++)
-                tma_load_4d(kb + c * kBN * 128, &a.k, &bar.ring.k_full[s], c * kBlockCols, j * kBN,
-                            w.h, w.b);
-            if (g >= (uint32_t)L::STAGES)
-                mbar_wait(&bar.ring.v_empty[s], reuse);
-            mbar_arrive_expect_tx(&bar.ring.v_full[s], L::KV_BYTES);
-#pragma unroll
-            for (int c = 0; c < D / kBlockCols; c++)
-                tma_load_4d(vb + c * kBN * 128, &a.v, &bar.ring.v_full[s], c * kBlockCols, j * kBN,
-                            w.h, w.b);
+            load_kv<D, L>(a, smem, bar.ring, g % L::STAGES, g >= (uint32_t)L::STAGES, reuse, j, w.h,
+                          w.b);
         }
     }
 }
