@@ -42,8 +42,8 @@ def test_arguments():
 def test_schedules_are_the_grid_s_variants():
     """The table of schedules (gp.kernels.WGMMA_SCHEDULES), through bench_attention_grid.py."""
     table = gp.kernels.WGMMA_SCHEDULES
-    assert counters.SCHEDULES == tuple(s.name for s in table)
-    assert counters.HEAD_DIMS == {s.name: (64,) for s in table if 128 not in s.configs}
+    assert tuple(s.name for s in table) == counters.SCHEDULES
+    assert {s.name: (64,) for s in table if 128 not in s.configs} == counters.HEAD_DIMS
 
 
 def test_jobs_leave_out_what_a_schedule_does_not_take():

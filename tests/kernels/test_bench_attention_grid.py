@@ -32,16 +32,15 @@ def test_variants_by_name():
     # the variants come from the table of schedules: the rule, each row forced, the rule with
     # either O store
     names = tuple(s.name for s in gp.kernels.WGMMA_SCHEDULES)
-    assert grid.GP_VARIANTS == {"gp": ("per_shape", None),
-                                **{f"gp_{n}": (n, None) for n in names},
-                                "gp_out_smem": ("per_shape", "smem"),
-                                "gp_out_regs": ("per_shape", "regs")}
+    variants = {"gp": ("per_shape", None), **{f"gp_{n}": (n, None) for n in names},
+                "gp_out_smem": ("per_shape", "smem"), "gp_out_regs": ("per_shape", "regs")}
+    assert variants == grid.GP_VARIANTS
     # the default list: the per-shape choice, every schedule forced, the peers; the two ways of
     # storing O forced only when asked for
-    assert grid.DEFAULT == ("gp", *(f"gp_{n}" for n in names), "cudnn", "fa2")
+    assert ("gp", *(f"gp_{n}" for n in names), "cudnn", "fa2") == grid.DEFAULT
     assert grid.parse_args([]).variants == list(grid.DEFAULT)
     assert grid.parse_variants("gp_out_smem,gp_out_regs") == ["gp_out_smem", "gp_out_regs"]
-    assert grid.SCHEDULES == names
+    assert names == grid.SCHEDULES
     with pytest.raises(ValueError, match=r"unknown \['gp_v9'\]"):
         grid.parse_variants("gp,gp_v9")
     with pytest.raises(SystemExit):
@@ -190,8 +189,8 @@ def test_the_lookahead_variants_skip_head_dim_128(name):
     [r] = grid.run_case(["gp_" + name], case, True, 0.1, 1)
     assert r["status"] == "skipped: head_dim 128" and r["schedule"] == name
     assert "skipped" in grid.table_rows(grid.add_ratios([r]))[0][5]
-    assert grid.HEAD_DIMS == {f"gp_{s.name}": (64,) for s in gp.kernels.WGMMA_SCHEDULES
-                              if 128 not in s.configs}
+    head_dims = {f"gp_{s.name}": (64,) for s in gp.kernels.WGMMA_SCHEDULES if 128 not in s.configs}
+    assert head_dims == grid.HEAD_DIMS
 
 
 def test_quick_holds_the_worst_shapes_and_the_rule_s_edges():
