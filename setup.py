@@ -192,13 +192,21 @@ def flags_key(*parts):
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def drop_stale_module(library, objects):
+def drop_stale_module(library, objects, stamp=None):
     """Removes the built module when an object it links but does not compile itself (a kernel,
     libcudart_static.a) is newer, so that setuptools links it again: setuptools relinks only when
     a source or a depend is newer than the module, and the objects cannot be depends (it passes
     those to every C compile as headers, which would rebuild all C sources after any kernel).
-    Without this a kernel that changed alone was compiled and never linked in. True if removed."""
-    if os.path.exists(library) and not up_to_date(library, objects):
+    Without this a kernel that changed alone was compiled and never linked in. Also where the
+    objects are others than the module was linked with (`stamp`, a file listing them): a build
+    with other kernel flags (GPUPROFILE_ATTN_LAB) links another folder's older objects. True if
+    removed."""
+    linked = None
+    if stamp is not None and os.path.exists(stamp):
+        with open(stamp, encoding="utf-8") as f:
+            linked = f.read().splitlines()
+    other = stamp is not None and linked != list(objects)
+    if os.path.exists(library) and (other or not up_to_date(library, objects)):
         os.remove(library)
         return True
     return False
@@ -275,8 +283,12 @@ class BuildExt(build_ext):
 
     def build_extension(self, ext):
         library = self.get_ext_fullpath(ext.name)
-        drop_stale_module(library, ext.extra_objects)
+        stamp = os.path.join(self.build_temp, "linked-objects.txt")
+        drop_stale_module(library, ext.extra_objects, stamp)
         super().build_extension(ext)
+        os.makedirs(self.build_temp, exist_ok=True)
+        with open(stamp, "w", encoding="utf-8") as f:
+            f.write("\n".join(ext.extra_objects) + "\n")
         undefined = undefined_own_symbols(library)
         if undefined is None:
             print("gpuprofile: warning: nm not found; undefined symbols of the module not checked",
