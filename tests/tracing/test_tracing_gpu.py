@@ -126,7 +126,7 @@ def test_copies_and_sets_are_recorded_with_their_region():
     try:
         with gp.profile(kernels=False, memory=False) as p:
             with gp.region("copy"):
-                C._device_copy_from_host(ptr, bytes(n))
+                C._testing.device_copy_from_host(ptr, bytes(n))
                 C._device_memset(ptr, 7, n)
             C._synchronize()
     finally:
