@@ -3,9 +3,10 @@ PYTHON ?= python3
 ARCHS ?= 80;90
 
 .PHONY: help build test test-gpu bench format lint clean sanitize fuzz leaks reliability-gpu \
-        compute-sanitizer test-pythons test-sdist wheel test-wheel
+        compute-sanitizer test-pythons test-sdist wheel test-wheel sass-diff
 
-C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h)
+C_SOURCES = $(wildcard csrc/*.c csrc/*/*.c csrc/*/*.h kernels/*/*.cu kernels/*/*.cuh kernels/*/*.h \
+            kernels/*/*/*.cu kernels/*/*/*.cuh kernels/*/*/*.h)
 C_FORMATTED = $(C_SOURCES)
 
 help:
@@ -24,6 +25,7 @@ help:
 	@echo "leaks     the leak tests (marker leak; with a device, the GPU ones too)"
 	@echo "reliability-gpu  on a GPU machine: leaks, fuzz, threads, Ctrl-C, then compute-sanitizer"
 	@echo "compute-sanitizer  memcheck/racecheck/synccheck over the kernel tests (needs a GPU)"
+	@echo "sass-diff  the SASS of every kernel of this tree against BASE (default main; tools/sass_diff.sh)"
 
 build:
 	GPUPROFILE_CUDA_ARCHS="$(ARCHS)" $(PYTHON) -m pip install --no-build-isolation -e .
@@ -88,3 +90,7 @@ reliability-gpu:
 
 compute-sanitizer:
 	PYTHON=$(PYTHON) tools/compute_sanitizer.sh
+
+BASE ?= main
+sass-diff:
+	tools/sass_diff.sh $(BASE) WORKTREE

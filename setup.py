@@ -10,6 +10,10 @@ time (dlopen). Kernels that use architecture-specific instructions (ARCH_SPECIFI
 only on sm_90a) are compiled for that "a" target where its architecture is listed, without PTX, and
 for the other listed ones as they are (their code there is a stub the launcher never reaches).
 
+GPUPROFILE_ATTN_LAB=1 builds every configuration of flash_wgmma's table of schedules
+(kernels/attention/flash_wgmma/schedules.h) both ways, for the benchmarks that force one through
+_C._testing.attention; without it the build has what the per-shape rule runs.
+
 GPUPROFILE_WERROR=1 turns compiler warnings into errors for our C sources (csrc/; CI sets it, so
 that an undeclared function or a bad conversion never reaches a user); nvcc's kernels are not
 affected.
@@ -188,13 +192,21 @@ def flags_key(*parts):
     return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
 
 
-def drop_stale_module(library, objects):
+def drop_stale_module(library, objects, stamp=None):
     """Removes the built module when an object it links but does not compile itself (a kernel,
     libcudart_static.a) is newer, so that setuptools links it again: setuptools relinks only when
     a source or a depend is newer than the module, and the objects cannot be depends (it passes
     those to every C compile as headers, which would rebuild all C sources after any kernel).
-    Without this a kernel that changed alone was compiled and never linked in. True if removed."""
-    if os.path.exists(library) and not up_to_date(library, objects):
+    Without this a kernel that changed alone was compiled and never linked in. Also where the
+    objects are others than the module was linked with (`stamp`, a file listing them): a build
+    with other kernel flags (GPUPROFILE_ATTN_LAB) links another folder's older objects. True if
+    removed."""
+    linked = None
+    if stamp is not None and os.path.exists(stamp):
+        with open(stamp, encoding="utf-8") as f:
+            linked = f.read().splitlines()
+    other = stamp is not None and linked != list(objects)
+    if os.path.exists(library) and (other or not up_to_date(library, objects)):
         os.remove(library)
         return True
     return False
@@ -271,8 +283,12 @@ class BuildExt(build_ext):
 
     def build_extension(self, ext):
         library = self.get_ext_fullpath(ext.name)
-        drop_stale_module(library, ext.extra_objects)
+        stamp = os.path.join(self.build_temp, "linked-objects.txt")
+        drop_stale_module(library, ext.extra_objects, stamp)
         super().build_extension(ext)
+        os.makedirs(self.build_temp, exist_ok=True)
+        with open(stamp, "w", encoding="utf-8") as f:
+            f.write("\n".join(ext.extra_objects) + "\n")
         undefined = undefined_own_symbols(library)
         if undefined is None:
             print("gpuprofile: warning: nm not found; undefined symbols of the module not checked",
@@ -296,6 +312,8 @@ class BuildExt(build_ext):
         extra = shlex.split(os.environ.get("GPUPROFILE_NVCC_FLAGS", ""))
         flags = ["-O3", "-std=c++17", "-lineinfo", "-Xcompiler", "-fPIC,-fvisibility=hidden"]
         flags += ["--expt-relaxed-constexpr", "-Ikernels", *extra]
+        if os.environ.get("GPUPROFILE_ATTN_LAB", "0") not in ("", "0"):
+            flags += ["-DGP_ATTN_LAB=1"]
         if os.environ.get("CUDAHOSTCXX"):
             flags += ["-ccbin", os.environ["CUDAHOSTCXX"]]
         # one folder per nvcc and flags: objects of other flags are never mixed in

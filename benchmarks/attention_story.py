@@ -65,7 +65,7 @@ def runnable(impl, inp, torch) -> str | None:
     if impl in PEERS and torch is None:
         return "torch with CUDA is not installed"
     # what impl="auto" would pick here says whether this device and build run flash_wgmma
-    if impl == "flash_wgmma" and _C._attention_auto_impl(inp.dtype, inp.shape[3], True) != impl:
+    if impl == "flash_wgmma" and _C._testing.attention_auto_impl(inp.dtype, inp.shape[3], True) != impl:
         return "needs a compute capability 9.0 device and a build with sm_90a code"
     return None
 

@@ -61,7 +61,7 @@ def run(shape, causal: bool, calls: int, rounds: int) -> dict:
     med = {name: statistics.median(t) for name, t in times.items()}
     return {
         "shape": list(shape), "causal": causal, "dtype": "bfloat16",
-        "impl": _C._attention_auto_impl("bfloat16", d, True),
+        "impl": _C._testing.attention_auto_impl("bfloat16", d, True),
         "ms": med, "tflops": {name: flops / (ms * 1e-3) / 1e12 for name, ms in med.items()},
         "no_out_over_out": med["out"] / med["no_out"],
         "spread_ms": {name: [min(t), max(t)] for name, t in times.items()},

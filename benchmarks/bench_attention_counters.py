@@ -6,7 +6,7 @@ said").
     python benchmarks/bench_attention_counters.py --shape 32,32,512,64,causal \\
         --schedules persist,persist_lookahead --what stalls
 
-For each shape and schedule (flash_wgmma forced through the hidden _variant of _C._attention, as
+For each shape and schedule (flash_wgmma forced through _C._testing.attention_wgmma, as
 in bench_attention_grid.py), in a fresh process each (one CUPTI client per process, and PC
 sampling files every sample as a non-user kernel's once counters were collected on that kernel in
 the process, gpuprofile.stalls):
@@ -29,8 +29,8 @@ import time
 from bench_attention_grid import HEAD_DIMS as GRID_HEAD_DIMS
 from bench_attention_grid import SCHEDULES as GRID_SCHEDULES
 
-# schedule name -> _variant, and the schedules that take only some head_dims: the grid's
-SCHEDULES = {name: v for v, name in GRID_SCHEDULES.items()}
+# the schedules (gp.kernels.WGMMA_SCHEDULES) and the ones that take only some head_dims: the grid's
+SCHEDULES = GRID_SCHEDULES
 HEAD_DIMS = {name[3:]: dims for name, dims in GRID_HEAD_DIMS.items()}
 WHAT = ("metrics", "stalls", "pcs")
 DEFAULT_WHAT = ("metrics", "stalls")
@@ -156,10 +156,8 @@ def child(shape_arg: str, schedule: str, what: str) -> dict:
     q, k, v = (kernels.to_device(rng.standard_normal((b, h, n, d), dtype=np.float32), "bfloat16")
                for _ in range(3))
     out = kernels.empty((b, h, n, d), "bfloat16")
-    variant = SCHEDULES[schedule]
-
     def fn():
-        _C._attention(q, k, v, out, impl="flash_wgmma", causal=causal, _variant=variant)
+        _C._testing.attention_wgmma(q, k, v, out, schedule=schedule, causal=causal)
 
     if what == "pcs":
         return pc_samples(fn)

@@ -13,10 +13,11 @@ every shape fills an H100 many times over), then the one-wave cases: a few heads
 27 and the 2026-11-26 grid: N <= 1024 at head_dim 64, causal or not, (1, 1, 16384, 64)), each
 edge of the per-shape rule, and the one-wave shapes.
 
-Per shape, in one process and interleaved: each gpuprofile variant (flash_wgmma with the hidden
-_variant of _C._attention, kernels/attention/attention.h: gp is the default, the schedule chosen
-per shape, named in the table's schedule column; gp_fixed the block every shape ran before; then
-the others forced, gp_persist_lookahead and gp_persist_lookahead_chained at head_dim 64 only), then
+Per shape, in one process and interleaved: each gpuprofile variant (flash_wgmma through
+_C._testing.attention_wgmma: gp is the default, the schedule chosen per shape, named in the
+table's schedule column; then each schedule of gp.kernels.WGMMA_SCHEDULES forced, gp_<name>, at
+the head_dims it takes; a configuration this build does not have is skipped: the shipped build
+has what the rule runs, GPUPROFILE_ATTN_LAB=1 builds every one), then
 SDPA with the CUDNN_ATTENTION and FLASH_ATTENTION backends (torch.nn.attention.sdpa_kernel) on the
 same device memory. Everything is timed by gpuprofile.benchmark the same way (L2 flushed before
 every iteration, CUPTI kernel times where CUPTI is usable, else CUDA events; the median), --rounds
@@ -45,21 +46,22 @@ import warnings
 
 import numpy as np
 
+from gpuprofile._C import _testing
+from gpuprofile.kernels import WGMMA_SCHEDULES
+
 PEAK_TFLOPS = 989.0  # H100 SXM, dense fp16/bf16 tensor cores (datasheet)
-# name: _variant of _C._attention's impl="flash_wgmma" (attention.h, GP_ATTN_WGMMA_*): gp the
-# default (the schedule per shape, _C._attention_wgmma_schedule), gp_fixed the block every shape
-# ran before the per-shape choice, the others forced; gp_persist_lookahead (two S tiles per
-# consumer, the head_dim 64 default on long sequences but where 192-row items fill the waves
-# better) and gp_persist_lookahead_chained (the same, its items chained: the default on short
-# ones) exist at head_dim 64 only.
-# gp_out_smem and gp_out_regs run the schedule per shape with O forced out through shared memory
-# and TMA or from registers (otherwise chosen per shape and schedule, _C._attention_wgmma_out).
-GP_VARIANTS = {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2, "gp_persist_bm128": 3,
-               "gp_persist_lookahead": 5, "gp_persist_lookahead_chained": 6, "gp_out_smem": 8,
-               "gp_out_regs": 16}
-OUT_BITS = {8: "smem", 16: "regs"}
+# name: (schedule, O store) of _C._testing.attention_wgmma: gp the default (the schedule per
+# shape, _C._testing.attention_wgmma_schedule), gp_<name> each row of the table of schedules
+# (gp.kernels.WGMMA_SCHEDULES) forced; gp_out_smem and gp_out_regs the schedule per shape with O
+# forced out through shared memory and TMA or from registers (otherwise chosen per shape and
+# schedule, _C._testing.attention_wgmma_out; a GPUPROFILE_ATTN_LAB=1 build's only).
+GP_VARIANTS = {"gp": ("per_shape", None),
+               **{f"gp_{s.name}": (s.name, None) for s in WGMMA_SCHEDULES},
+               "gp_out_smem": ("per_shape", "smem"), "gp_out_regs": ("per_shape", "regs")}
+# the forced schedules, by name
+SCHEDULES = tuple(s.name for s in WGMMA_SCHEDULES)
 # variants that take only these head_dims
-HEAD_DIMS = {"gp_persist_lookahead": (64,), "gp_persist_lookahead_chained": (64,)}
+HEAD_DIMS = {f"gp_{s.name}": s.head_dims for s in WGMMA_SCHEDULES if s.head_dims != (64, 128)}
 SDPA = {"cudnn": "sdpa_cudnn", "fa2": "sdpa_flash"}  # the main job's names of these backends
 NAMES = tuple(GP_VARIANTS) + tuple(SDPA)
 DEFAULT = tuple(n for n in NAMES if n not in ("gp_out_smem", "gp_out_regs"))  # --variants
@@ -150,8 +152,6 @@ def parse_args(argv=None):
 
 COLUMNS = ["shape (B,H,N,D)", "dtype", "causal", "impl", "schedule", "ms", "TFLOP/s", "% of 989",
            "/cuDNN", "SM MHz"]
-# forced _variant -> schedule name
-SCHEDULES = {v: k[3:] for k, v in GP_VARIANTS.items() if 0 < v < min(OUT_BITS)}
 
 
 # A row whose SM clock (the mean of its readings before and after the timing) is this far from
@@ -318,12 +318,10 @@ class Case:
 
 
 def make_call(impl, case, causal):
-    from gpuprofile import _C
-
     if impl in GP_VARIANTS:
-        variant = GP_VARIANTS[impl]
-        return lambda: _C._attention(*case.device, case.out, impl="flash_wgmma", causal=causal,
-                                     _variant=variant)
+        schedule, store = GP_VARIANTS[impl]
+        return lambda: _testing.attention_wgmma(*case.device, case.out, schedule=schedule,
+                                                   store=store, causal=causal)
     import torch.nn.functional as F
 
     return lambda: F.scaled_dot_product_attention(*case.torch, is_causal=causal)
@@ -332,24 +330,32 @@ def make_call(impl, case, causal):
 def schedule_of(impl, shape, causal):
     """The flash_wgmma schedule a gp variant runs (gp: the one chosen for the shape on this
     device); None for SDPA."""
-    from gpuprofile import _C
-
     if impl not in GP_VARIANTS:
         return None
-    variant = GP_VARIANTS[impl]
-    schedule = variant % min(OUT_BITS)
-    return SCHEDULES[schedule] if schedule else _C._attention_wgmma_schedule(tuple(shape), causal)
+    schedule = GP_VARIANTS[impl][0]
+    if schedule == "per_shape":
+        return _testing.attention_wgmma_schedule(tuple(shape), causal)
+    return schedule
 
 
 def out_of(impl, shape, causal, schedule):
     """How a gp variant's kernel stores O: "smem" (through shared memory and TMA) or "regs";
     None for SDPA."""
-    from gpuprofile import _C
-
     if impl not in GP_VARIANTS:
         return None
-    forced = GP_VARIANTS[impl] - GP_VARIANTS[impl] % min(OUT_BITS)
-    return OUT_BITS[forced] if forced else _C._attention_wgmma_out(tuple(shape), causal, schedule)
+    forced = GP_VARIANTS[impl][1]
+    return forced or _testing.attention_wgmma_out(tuple(shape), causal, schedule)
+
+
+def in_this_build(impl, head_dim, schedule, out):
+    """Whether this build has the kernel a gp variant runs (the shipped build: the table's ships,
+    what the rule reaches; a GPUPROFILE_ATTN_LAB=1 build: every one); True for SDPA."""
+    if impl not in GP_VARIANTS or _testing.ATTENTION_WGMMA_LAB:
+        return True
+    if GP_VARIANTS[impl][0] == "per_shape":
+        return GP_VARIANTS[impl][1] is None
+    config = {s.name: s for s in WGMMA_SCHEDULES}[schedule].configs.get(head_dim)
+    return config is not None and out in config.ships
 
 
 def backend(impl):
@@ -389,6 +395,8 @@ def prepare(impl, case, causal):
         return {**row, "status": "skipped: no torch with CUDA"}
     if case.shape[3] not in HEAD_DIMS.get(impl, (case.shape[3],)):
         return {**row, "status": f"skipped: head_dim {case.shape[3]}"}
+    if not in_this_build(impl, case.shape[3], row["schedule"], row["out"]):
+        return {**row, "status": "skipped: not in this build (GPUPROFILE_ATTN_LAB=1 builds it)"}
     try:
         ok, worst = validate(impl, case, causal)
     except Exception as exc:  # a backend that does not take the shape, or a kernel error

@@ -2,7 +2,7 @@
 
 Each launch noted by python_stacks also reads torch's autograd state (csrc/tracing/autograd.c):
 in the forward the thread's next sequence number, in the backward the node being run. This
-times one note (gpuprofile._C._pylines_capture: the frame capture and the note, as the launch
+times one note (gpuprofile._C._testing.pylines_capture: the frame capture and the note, as the launch
 callback makes them) with the marks off and on, in blocks that alternate, in the forward and
 inside a backward node's pre-hook, and the once-per-process calibration. Prints medians.
 
@@ -33,7 +33,7 @@ def _alternate(n: int, blocks: int, words) -> dict:
                 _C._autograd_enable(*words)
             else:
                 _C._autograd_disable()
-            out[mode].append(_per_note_ns(_C._pylines_capture, n))
+            out[mode].append(_per_note_ns(_C._testing.pylines_capture, n))
             _C._pylines_take()  # the notes go, as a profile's take does
     _C._autograd_disable()
     return {k: statistics.median(v) for k, v in out.items()}

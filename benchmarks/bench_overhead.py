@@ -130,8 +130,8 @@ def measure(n: int, repeats: int) -> dict:
                 ("baseline: with threading.Lock()", lock_loop, "python"),
                 ("baseline: time.perf_counter_ns()", clock_loop, "python")]
     if gp.device_count():
-        variants.append(("floor: 2x cudaEventRecord (C)", gp._C._floor_event_pair, "c"))
-    variants.append(("floor: NVTX push+pop (C)", gp._C._floor_nvtx_pair, "c"))
+        variants.append(("floor: 2x cudaEventRecord (C)", gp._C._testing.floor_event_pair, "c"))
+    variants.append(("floor: NVTX push+pop (C)", gp._C._testing.floor_nvtx_pair, "c"))
     variants += [("gp.region", region_loop, "region"),
                  ("gp.region reused object", make_reused_loop(), "region"),
                  ("gp.region nvtx=False", region_nonvtx_loop, "region"),

@@ -75,7 +75,7 @@ def _workloads(names):
 
     out = {}
     if "c_loop" in names:
-        out["c_loop"] = (lambda n: _C._launch_empty(n), 256, "launch")
+        out["c_loop"] = (lambda n: _C._testing.launch_empty(n), 256, "launch")
     if not {"torch_loop", "train_step"} & set(names):
         return out
     import torch

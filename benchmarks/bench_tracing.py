@@ -1,7 +1,7 @@
 """Cost of CUPTI tracing, measured on the GPU (needs a device; torch optional).
 
 1. Host cost per kernel launch: back-to-back launches of an empty <<<1, 32>>> kernel from a C loop
-   (gpuprofile._C._launch_empty), with tracing off, under a bare CUPTI client (CONCURRENT_KERNEL
+   (gpuprofile._C._testing.launch_empty), with tracing off, under a bare CUPTI client (CONCURRENT_KERNEL
    enabled through ctypes, buffers freed unread: CUPTI's own cost), under gpuprofile.profile()
    in several configurations, and under torch.profiler (CUDA activity) on the same loop. Every
    configuration runs in its own process (one CUPTI client per process; no residue from an
@@ -119,7 +119,7 @@ def child_launch(mode: str, n: int, repeats: int) -> dict:
     import gpuprofile as gp
     from gpuprofile import _C
 
-    _C._launch_empty(1000)
+    _C._testing.launch_empty(1000)
     _C._synchronize()
     ctx = contextlib.ExitStack()
     keep = None
@@ -144,10 +144,10 @@ def child_launch(mode: str, n: int, repeats: int) -> dict:
         ctx.enter_context(torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]))
     per_launch = []
     with ctx:
-        _C._launch_empty(1000)  # warm-up under the tracer
+        _C._testing.launch_empty(1000)  # warm-up under the tracer
         _C._synchronize()
         for _ in range(repeats):
-            per_launch.append(_C._launch_empty(n) / n)
+            per_launch.append(_C._testing.launch_empty(n) / n)
             _C._synchronize()
     del keep
     return {"mode": mode, "launches": n, "repeats": repeats, "ns_per_launch": per_launch,
@@ -190,7 +190,7 @@ def child_region_clock(n: int, rounds: int) -> dict:
     from gpuprofile import _C
     from gpuprofile.toolkit import median_ci
 
-    launch = _C._launch_empty
+    launch = _C._testing.launch_empty
 
     def plain():
         for _ in range(n):
@@ -251,9 +251,9 @@ def child_big(n: int, regions: bool) -> dict:
         p = gp.profile(memcpy=False, memset=False, memory=False, regions=regions).start()
         if regions:
             with gp.region("loop"):
-                out["launch_s"] = _C._launch_empty(n) / 1e9
+                out["launch_s"] = _C._testing.launch_empty(n) / 1e9
         else:
-            out["launch_s"] = _C._launch_empty(n) / 1e9
+            out["launch_s"] = _C._testing.launch_empty(n) / 1e9
         _C._synchronize()  # the GPU's share is not the flush's
         t = time.perf_counter()
         p.stop()

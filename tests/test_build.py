@@ -98,6 +98,20 @@ def test_a_changed_kernel_object_relinks_the_module(setup_py, tmp_path):
     assert not module.exists()
 
 
+def test_other_kernel_objects_relink_the_module(setup_py, tmp_path):
+    """A build with other kernel flags (GPUPROFILE_ATTN_LAB=1 and back) links another kernel
+    folder, whose objects may be older than the module: the list it was linked with (the stamp)
+    differs, so the module goes and the link runs."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    shipped, lab = _file(tmp_path / "a" / "k.cu.o", 1000), _file(tmp_path / "b" / "k.cu.o", 1000)
+    module, stamp = _file(tmp_path / "_C.so", 2000), tmp_path / "linked-objects.txt"
+    stamp.write_text(f"{lab}\n")
+    assert not setup_py.drop_stale_module(str(module), [lab], str(stamp))
+    assert setup_py.drop_stale_module(str(module), [shipped], str(stamp))
+    assert not os.path.exists(module)
+
+
 def test_builds_use_a_persistent_folder_unless_told(setup_py):
     from setuptools import Distribution
 

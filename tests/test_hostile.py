@@ -417,7 +417,7 @@ def test_pylines_take_survives_a_reset_from_a_finalizer():
     for _attempt in range(10):
         _C._pylines_reset(())
         for code in codes:  # site k: file <hostile-k>, line k + 1
-            exec(code, {"capture": _C._pylines_capture})
+            exec(code, {"capture": _C._testing.pylines_capture})
         threshold = gc.get_threshold()
         gc.collect()
         gc.disable()

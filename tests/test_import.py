@@ -100,13 +100,20 @@ def test_the_stub_names_what_the_extension_defines():
 
     stub = pathlib.Path(gp.__file__).with_name("_C.pyi")
     assert stub.with_name("py.typed").is_file()
-    named = set()
-    for node in ast.parse(stub.read_text()).body:
-        if isinstance(node, ast.FunctionDef | ast.ClassDef):
-            named.add(node.name)
-        elif isinstance(node, ast.AnnAssign):
-            named.add(node.target.id)
-    assert named == {n for n in dir(_C) if not n.startswith("__")}
+    def names(body):
+        named = set()
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                named.add(node.name)
+            elif isinstance(node, ast.AnnAssign):
+                named.add(node.target.id)
+        return named
+
+    body = ast.parse(stub.read_text()).body
+    assert names(body) == {n for n in dir(_C) if not n.startswith("__")}
+    # _C._testing (the tests' and benchmarks' namespace) is stubbed as a class of its functions
+    [testing] = [n for n in body if isinstance(n, ast.ClassDef) and n.name == "_testing"]
+    assert names(testing.body) == {n for n in dir(_C._testing) if not n.startswith("__")}
 
 
 def test_modules_live_at_one_path():

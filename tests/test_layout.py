@@ -27,12 +27,6 @@ MAX_LINES = 600
 OVERSIZED: dict = {
     "csrc/bench/bench.c": "the BenchRunner type: one batch loop with its gate, flush, events, "
     "device syncs for work on other streams and the re-entry guard; one concern, read top to bottom",
-    "kernels/attention/attention_flash_wgmma.cu": "issue 27: the fixed and the persistent kernel, "
-    "their three consumer schedules over one tile code (sequential, overlapped, two S tiles), the "
-    "work-item order and the per-shape rule with its wave model; one kernel family (NOTES.md)",
-    "csrc/workloads/attention.c": "the Python face of the attention kernels: argument checks, "
-    "launch, the auto choice and its reason, and the hooks that expose the kernels' host-side "
-    "rules (schedule, fast division) to the CPU tests; one binding module",
 }
 
 

@@ -127,7 +127,7 @@ def test_enable_disable_and_regions_while_disabled():
             pass
         gp.enable()
         gp.is_enabled()
-        _C._pool_stats()
+        _C._testing.pool_stats()
 
     check_no_growth(step)
 

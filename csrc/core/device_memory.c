@@ -3,6 +3,7 @@
 #include "device.h"
 #include "errors.h"
 #include "streams.h"
+#include "testing.h"
 #include "util.h"
 
 #include <cuda_runtime_api.h>
@@ -160,7 +161,7 @@ device_copy_from_host(PyObject *module, PyObject *args)
 {
     PyObject *ptr_obj;
     Py_buffer data;
-    if (!PyArg_ParseTuple(args, "Oy*:_device_copy_from_host", &ptr_obj, &data))
+    if (!PyArg_ParseTuple(args, "Oy*:device_copy_from_host", &ptr_obj, &data))
         return NULL;
     void *ptr = PyLong_AsVoidPtr(ptr_obj);
     cudaError_t err = cudaSuccess;
@@ -197,14 +198,19 @@ error:
     return NULL;
 }
 
+/* The tests': _C._testing. */
+static PyMethodDef testing_methods[] = {
+    {"device_copy_from_host", device_copy_from_host, METH_VARARGS,
+     "device_copy_from_host(ptr, data): cudaMemcpy of a bytes-like object to the device."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef memory_methods[] = {
     {"_mem_info", mem_info, METH_O, "_mem_info(device) -> (free, total) bytes (cudaMemGetInfo)."},
     {"_device_malloc", device_malloc, METH_VARARGS,
      "_device_malloc(nbytes, stream=False) -> pointer (cudaMalloc / cudaMallocAsync)."},
     {"_device_free", device_free, METH_VARARGS,
      "_device_free(ptr, stream=False) (cudaFree / cudaFreeAsync)."},
-    {"_device_copy_from_host", device_copy_from_host, METH_VARARGS,
-     "_device_copy_from_host(ptr, data): cudaMemcpy of a bytes-like object to the device."},
     {"_device_memset", device_memset, METH_VARARGS,
      "_device_memset(ptr, value, nbytes): cudaMemset."},
     {NULL, NULL, 0, NULL},
@@ -213,5 +219,7 @@ static PyMethodDef memory_methods[] = {
 int
 gp_device_memory_init(PyObject *module)
 {
+    if (gp_testing_add_functions(module, testing_methods) < 0)
+        return -1;
     return PyModule_AddFunctions(module, memory_methods);
 }

@@ -3,6 +3,7 @@
 #include "core/errors.h"
 #include "core/events.h"
 #include "core/layout.h"
+#include "core/testing.h"
 #include "core/util.h"
 
 #include <math.h>
@@ -499,11 +500,17 @@ static PyMethodDef module_methods[] = {
     {"disable", regions_disable, METH_NOARGS,
      "disable()\n--\n\nMake regions no-ops that cost almost nothing, until enable()."},
     {"is_enabled", regions_is_enabled, METH_NOARGS, "is_enabled()\n--\n\nWhether regions time."},
-    {"_pool_stats", pool_stats, METH_NOARGS, "{device: (events created, free, pending records)}"},
+    {NULL, NULL, 0, NULL},
+};
+/* The tests': _C._testing. */
+static PyMethodDef testing_methods[] = {
+    {"pool_stats", pool_stats, METH_NOARGS, "{device: (events created, free, pending records)}"},
     {NULL, NULL, 0, NULL},
 };
 int
 gp_region_store_init(PyObject *module)
 {
+    if (gp_testing_add_functions(module, testing_methods) < 0)
+        return -1;
     return PyModule_AddFunctions(module, module_methods);
 }

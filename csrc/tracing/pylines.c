@@ -24,6 +24,7 @@
 #include "core/cupti_loader.h"
 #include "core/errors.h"
 #include "core/layout.h"
+#include "core/testing.h"
 #include "pyframes.h"
 #include "records.h"
 #include "pysites.h"
@@ -478,7 +479,7 @@ pylines_capture(PyObject *module, PyObject *args)
 {
     unsigned int corr;
     int whole = 0, release = 0, cached = 1;
-    if (!PyArg_ParseTuple(args, "I|ppp:_pylines_capture", &corr, &whole, &release, &cached))
+    if (!PyArg_ParseTuple(args, "I|ppp:pylines_capture", &corr, &whole, &release, &cached))
         return NULL;
     uint32_t site, stack;
     static last_capture scratch; /* used under gp_pysites_lock, emptied each time */
@@ -533,7 +534,7 @@ pylines_api_record(PyObject *module, PyObject *args)
     CUpti_ActivityAPI a = {0};
     unsigned int kind, cbid, corr, thread;
     unsigned long long start, end;
-    if (!PyArg_ParseTuple(args, "IIKKII:_pylines_api_record", &kind, &cbid, &start, &end, &corr,
+    if (!PyArg_ParseTuple(args, "IIKKII:pylines_api_record", &kind, &cbid, &start, &end, &corr,
                           &thread))
         return NULL;
     a.kind = (CUpti_ActivityKind)kind;
@@ -552,14 +553,19 @@ static PyMethodDef pylines_methods[] = {
     {"_pylines_stop", pylines_stop, METH_NOARGS, "Stop noting Python lines."},
     {"_pylines_reset", pylines_reset, METH_O, "Clear the tables; set the excluded prefixes."},
     {"_pylines_take", pylines_take, METH_NOARGS, "Notes since the last take, sites and stacks."},
-    {"_pylines_capture", pylines_capture, METH_VARARGS,
-     "_pylines_capture(correlation_id, stack=False, release_gil=False, cached=True): note the "
-     "calling frame."},
     {"_pylines_layout", pylines_layout, METH_NOARGS, "dtype dict of the notes."},
-    {"_pylines_nogil", pylines_nogil, METH_NOARGS, "Whether frames are read without the GIL."},
     {"_pylines_api_layout", pylines_api_layout, METH_NOARGS, "dtype dict of the API records."},
-    {"_pylines_api_record", pylines_api_record, METH_VARARGS,
-     "_pylines_api_record(kind, cbid, start, end, correlation_id, thread): a record (tests)."},
+    {NULL, NULL, 0, NULL},
+};
+
+/* The tests' and benchmarks' (_C._testing). */
+static PyMethodDef testing_methods[] = {
+    {"pylines_capture", pylines_capture, METH_VARARGS,
+     "pylines_capture(correlation_id, stack=False, release_gil=False, cached=True): note the "
+     "calling frame."},
+    {"pylines_nogil", pylines_nogil, METH_NOARGS, "Whether frames are read without the GIL."},
+    {"pylines_api_record", pylines_api_record, METH_VARARGS,
+     "pylines_api_record(kind, cbid, start, end, correlation_id, thread): a record (tests)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -574,5 +580,7 @@ gp_pylines_init(PyObject *module)
     gp_activity_set_api_cbids(runtime_launches,
                               sizeof runtime_launches / sizeof runtime_launches[0], driver_launches,
                               sizeof driver_launches / sizeof driver_launches[0]);
+    if (gp_testing_add_functions(module, testing_methods) < 0)
+        return -1;
     return PyModule_AddFunctions(module, pylines_methods);
 }

@@ -9,6 +9,7 @@
 #include "array_args.h"
 #include "attention/attention.h"
 #include "attention_impls.h"
+#include "attention_queries.h"
 #include "core/device.h"
 #include "core/device_memory.h"
 #include "device_array.h"
@@ -245,7 +246,7 @@ run_host(attn_call *c)
     cudaMemPool_t pool;
     if (device < 0 || gp_device_pool(device, &pool) < 0)
         return -1;
-    gp_attn_prefer_wgmma(c->requested, p, &c->impl);
+    gp_attn_prefer_runnable(c->requested, p, &c->impl);
     const size_t ws = workspace_bytes(c->impl, p);
     char *base = NULL;
     cudaError_t err = cudaSuccess;
@@ -331,7 +332,7 @@ run_device(attn_call *c)
     void *ws = NULL;
     if (check_devices(c, &device) < 0 || gp_device_guard_enter(&guard, device) < 0)
         return -1;
-    gp_attn_prefer_wgmma(c->requested, p, &c->impl);
+    gp_attn_prefer_runnable(c->requested, p, &c->impl);
     if (c->count == 3) {
         const int64_t *shape = c->a[0].shape;
         c->out = gp_device_array_new_pooled(4, shape, c->a[0].dtype, device, c->stream);
@@ -400,31 +401,24 @@ parse_arrays(attn_call *c, PyObject *const objs[4])
     return 0;
 }
 
-static PyObject *
-attention(PyObject *module, PyObject *args, PyObject *kwargs)
+PyObject *
+gp_attention_run(PyObject *const objs[4], const char *impl_name, int causal, PyObject *scale_obj,
+                 PyObject *stream_obj, int schedule, int out_store)
 {
-    static char *kwlist[] = {"q",     "k",      "v",      "out",      "impl",
-                             "causal", "scale", "stream", "_variant", NULL};
-    PyObject *objs[4] = {NULL, NULL, NULL, Py_None}, *scale_obj = Py_None, *stream_obj = Py_None;
-    const char *impl_name = "flash";
-    int causal = 0, variant = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOOi:attention", kwlist, &objs[0],
-                                     &objs[1], &objs[2], &objs[3], &impl_name, &causal, &scale_obj,
-                                     &stream_obj, &variant))
-        return NULL;
     attn_call c;
     memset(&c, 0, sizeof c);
     float scale;
-    if (gp_attn_parse_impl(impl_name, &c.requested) < 0 || gp_stream_from_object(stream_obj, &c.stream) < 0 ||
-        parse_arrays(&c, objs) < 0 || check_each(&c) < 0 || check_together(&c) < 0 ||
+    int variant;
+    if (gp_attn_parse_impl(impl_name, &c.requested) < 0 ||
+        gp_stream_from_object(stream_obj, &c.stream) < 0 || parse_arrays(&c, objs) < 0 ||
+        check_each(&c) < 0 || check_together(&c) < 0 ||
         parse_scale(scale_obj, (int)c.a[0].shape[3], &scale) < 0)
         goto done;
     fill_params(&c, causal, scale);
-    if (gp_attn_check_variant(variant, c.requested, impl_name, &c.p) < 0)
+    if (gp_attn_choose_impl(c.requested, &c.p, &c.impl) < 0 ||
+        (variant = gp_attn_wgmma_forced(schedule, out_store, &c.p)) < 0 || gp_require_device() < 0)
         goto done;
     c.p.variant = variant;
-    if (gp_attn_choose_impl(c.requested, &c.p, &c.impl) < 0 || gp_require_device() < 0)
-        goto done;
     if (c.a[0].on_device)
         (void)run_device(&c);
     else
@@ -435,216 +429,18 @@ done:
     return c.out;
 }
 
-/* Parameters of contiguous arrays of this dtype and shape at an aligned (or, with aligned 0,
- * a 2-byte misaligned) placeholder address: enough to choose an implementation, never launched. */
-static int
-choice_params(const char *dtype_name, const int shape[4], int aligned, gp_attn_params *p)
-{
-    const int dtype = gp_dtype_from_name(dtype_name);
-    if (dtype < 0)
-        return fail(PyExc_ValueError, "unknown dtype '%s'", dtype_name);
-    for (int i = 0; i < 4; i++)
-        if (shape[i] < 1)
-            return fail(PyExc_ValueError, "attention: shape (%d, %d, %d, %d) has a dimension < 1",
-                        shape[0], shape[1], shape[2], shape[3]);
-    memset(p, 0, sizeof *p);
-    p->batch = shape[0];
-    p->heads = shape[1];
-    p->seq = shape[2];
-    p->head_dim = shape[3];
-    p->scale = 1.0f;
-    p->dtype = (gp_attn_dtype)dtype;
-    p->q = p->k = p->v = p->o = (void *)(uintptr_t)(aligned ? 256 : 258);
-    const int64_t dense[3] = {(int64_t)p->heads * p->seq * p->head_dim,
-                              (int64_t)p->seq * p->head_dim, p->head_dim};
-    int64_t *strides[4] = {p->q_stride, p->k_stride, p->v_stride, p->o_stride};
-    for (int i = 0; i < 4; i++)
-        memcpy(strides[i], dense, sizeof dense);
-    return 0;
-}
-
-/* auto's choice for p: 1 if the current device was asked, 0 without a device; -1 with an error. */
-static int
-auto_choice(const gp_attn_params *p, int *chosen)
-{
-    if (gp_attn_choose_impl(IMPL_AUTO, p, chosen) < 0)
-        return -1;
-    if (gp_current_device() < 0) { /* no device: the choice without one */
-        PyErr_Clear();
-        return 0;
-    }
-    gp_attn_prefer_wgmma(IMPL_AUTO, p, chosen);
-    return 1;
-}
-
-/* The implementation impl='auto' picks for a dtype, head_dim and row alignment. */
 static PyObject *
-attention_auto_impl(PyObject *module, PyObject *args)
+attention(PyObject *module, PyObject *args, PyObject *kwargs)
 {
-    const char *dtype_name;
-    int head_dim, aligned;
-    if (!PyArg_ParseTuple(args, "sip:_attention_auto_impl", &dtype_name, &head_dim, &aligned))
+    static char *kwlist[] = {"q", "k", "v", "out", "impl", "causal", "scale", "stream", NULL};
+    PyObject *objs[4] = {NULL, NULL, NULL, Py_None}, *scale_obj = Py_None, *stream_obj = Py_None;
+    const char *impl_name = "auto";
+    int causal = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOO|O$spOO:attention", kwlist, &objs[0],
+                                     &objs[1], &objs[2], &objs[3], &impl_name, &causal, &scale_obj,
+                                     &stream_obj))
         return NULL;
-    const int shape[4] = {1, 1, 1, head_dim};
-    gp_attn_params p;
-    int chosen = IMPL_NAIVE; /* set on success; initialized for the compiler */
-    if (choice_params(dtype_name, shape, aligned, &p) < 0 || auto_choice(&p, &chosen) < 0)
-        return NULL;
-    return PyUnicode_FromString(gp_attn_impl_name(chosen));
-}
-
-/* (impl, reason): what impl='auto' picks for contiguous, aligned arrays of this dtype, shape and
- * causal on the current device, and why (gp_attn_auto_reason); where that is flash_wgmma, the
- * reason ends with the schedule it runs for the shape (gp_attn_flash_wgmma_schedule). */
-static PyObject *
-attention_auto_choice(PyObject *module, PyObject *args)
-{
-    const char *dtype_name;
-    int shape[4], causal = 0;
-    if (!PyArg_ParseTuple(args, "s(iiii)|p:_attention_auto_choice", &dtype_name, &shape[0],
-                          &shape[1], &shape[2], &shape[3], &causal))
-        return NULL;
-    gp_attn_params p;
-    int chosen = IMPL_NAIVE; /* set on success; initialized for the compiler */
-    int on_device;
-    if (choice_params(dtype_name, shape, 1, &p) < 0 || (on_device = auto_choice(&p, &chosen)) < 0)
-        return NULL;
-    p.causal = causal;
-    PyObject *reason = gp_attn_auto_reason(&p, chosen, on_device);
-    if (reason != NULL && chosen == IMPL_FLASH_WGMMA) /* only with a device */
-        Py_SETREF(reason, gp_attn_with_wgmma_schedule(reason, &p));
-    if (reason == NULL)
-        return NULL;
-    return Py_BuildValue("(sN)", gp_attn_impl_name(chosen), reason);
-}
-
-/* The sms argument of the schedule queries: an int from 1 to 2^20, or None for the current
- * device's SM count. 0, or -1 with an exception. */
-static int
-sms_arg(PyObject *sms_obj, int *sms)
-{
-    const long n = sms_obj == Py_None ? gp_attn_current_sms()
-                   : PyLong_Check(sms_obj) && !PyBool_Check(sms_obj) ? PyLong_AsLong(sms_obj)
-                                                                     : -1;
-    if (sms_obj == Py_None && n < 0)
-        return -1;
-    if (n < 1 || n > 1 << 20) { /* an int past long's range: its OverflowError replaced */
-        PyErr_Clear();
-        PyErr_Format(PyExc_ValueError, "sms must be an int from 1 to 2**20, got %R", sms_obj);
-        return -1;
-    }
-    *sms = (int)n;
-    return 0;
-}
-
-/* The parameters of the schedule queries: a contiguous bf16 case of `shape` that flash_wgmma takes
- * (its checks, with their messages), causal or not. 0, or -1 with an exception. */
-static int
-wgmma_query_params(const int shape[4], int causal, gp_attn_params *p)
-{
-    int impl;
-    if (choice_params("bfloat16", shape, 1, p) < 0 ||
-        gp_attn_choose_impl(IMPL_FLASH_WGMMA, p, &impl) < 0)
-        return -1;
-    p->causal = causal;
-    return 0;
-}
-
-/* A schedule by its name ("persist", "bm128", ...; never per_shape), or -1 with a ValueError
- * that names the query and `choices`. */
-static int
-wgmma_schedule_by_name(const char *name, const char *query, const char *choices)
-{
-    for (int schedule = 1; schedule < GP_ATTN_WGMMA_VARIANTS; schedule++)
-        if (strcmp(name, gp_attn_flash_wgmma_schedule_name(schedule)) == 0)
-            return schedule;
-    PyErr_Format(PyExc_ValueError, "%s: unknown schedule '%s' (%s)", query, name, choices);
-    return -1;
-}
-
-/* The name of the schedule flash_wgmma runs for (batch, heads, seq, head_dim) and causal on a
- * device of `sms` SMs (None: the current device's); pure but for that query. */
-static PyObject *
-attention_wgmma_schedule(PyObject *module, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"shape", "causal", "sms", NULL};
-    int shape[4], causal = 0;
-    PyObject *sms_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "(iiii)|pO:_attention_wgmma_schedule", kwlist,
-                                     &shape[0], &shape[1], &shape[2], &shape[3], &causal, &sms_obj))
-        return NULL;
-    gp_attn_params p;
-    int sms;
-    if (wgmma_query_params(shape, causal, &p) < 0 || sms_arg(sms_obj, &sms) < 0)
-        return NULL;
-    return PyUnicode_FromString(
-        gp_attn_flash_wgmma_schedule_name(gp_attn_flash_wgmma_schedule(&p, sms)));
-}
-
-/* _attention_wgmma_out((batch, heads, seq, head_dim), causal=False, schedule): how that schedule
- * (by name, "fixed", "persist", ...) stores O for this shape: "smem" (through shared memory and
- * TMA) or "regs" (from registers); pure. */
-static PyObject *
-attention_wgmma_out(PyObject *module, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"shape", "causal", "schedule", NULL};
-    int shape[4], causal = 0;
-    const char *name;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "(iiii)ps:_attention_wgmma_out", kwlist,
-                                     &shape[0], &shape[1], &shape[2], &shape[3], &causal, &name))
-        return NULL;
-    gp_attn_params p;
-    int schedule;
-    if (wgmma_query_params(shape, causal, &p) < 0 ||
-        (schedule = wgmma_schedule_by_name(name, "_attention_wgmma_out",
-                                           "persist, bm128, persist_bm128, fixed, "
-                                           "persist_lookahead, persist_lookahead_chained")) < 0)
-        return NULL;
-    return PyUnicode_FromString(gp_attn_flash_wgmma_out_smem(&p, schedule) ? "smem" : "regs");
-}
-
-/* _attention_wgmma_order((batch, heads, seq, head_dim), causal, schedule, sms=None): how that
- * persistent schedule hands its items to its blocks on sms SMs (None: the current device's). */
-static PyObject *
-attention_wgmma_order(PyObject *module, PyObject *args, PyObject *kwargs)
-{
-    static char *kwlist[] = {"shape", "causal", "schedule", "sms", NULL};
-    int shape[4], causal = 0;
-    const char *name;
-    PyObject *sms_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "(iiii)ps|O:_attention_wgmma_order", kwlist,
-                                     &shape[0], &shape[1], &shape[2], &shape[3], &causal, &name,
-                                     &sms_obj))
-        return NULL;
-    static const char persistent[] =
-        "persist, persist_bm128, persist_lookahead, persist_lookahead_chained";
-    gp_attn_params p;
-    int sms, schedule;
-    if (wgmma_query_params(shape, causal, &p) < 0 || sms_arg(sms_obj, &sms) < 0 ||
-        (schedule = wgmma_schedule_by_name(name, "_attention_wgmma_order", persistent)) < 0)
-        return NULL;
-    const char *order = gp_attn_flash_wgmma_order(&p, schedule, sms);
-    if (order == NULL)
-        return PyErr_Format(PyExc_ValueError,
-                            "_attention_wgmma_order: '%s' is not a persistent schedule (%s)", name,
-                            persistent);
-    return PyUnicode_FromString(order);
-}
-
-/* _attention_fast_div(d, n): n // d as flash_wgmma's persistent kernels compute it (tests). */
-static PyObject *
-attention_fast_div(PyObject *module, PyObject *args)
-{
-    long long d, n;
-    if (!PyArg_ParseTuple(args, "LL:_attention_fast_div", &d, &n))
-        return NULL;
-    const long long q = gp_attn_fast_div(d, n);
-    if (q < 0)
-        return PyErr_Format(PyExc_ValueError,
-                            "_attention_fast_div takes d from 1 to 2**32 - 1 and n from 0 to "
-                            "2**31 - 1, got d=%lld, n=%lld",
-                            d, n);
-    return PyLong_FromLongLong(q);
+    return gp_attention_run(objs, impl_name, causal, scale_obj, stream_obj, 0, 0);
 }
 
 static PyObject *
@@ -657,37 +453,8 @@ attention_release_workspace(PyObject *module, PyObject *unused)
 
 static PyMethodDef attention_methods[] = {
     {"_attention", (PyCFunction)(void (*)(void))attention, METH_VARARGS | METH_KEYWORDS,
-     "_attention(q, k, v, out=None, *, impl='flash', causal=False, scale=None, stream=None)\n--\n\n"
-     "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations. The hidden "
-     "keyword _variant (impl='flash_wgmma' only) runs one of flash_wgmma's schedules in place "
-     "of the one chosen per shape: 1 persist, 2 bm128, 3 persist_bm128, 4 fixed, "
-     "5 persist_lookahead, 6 persist_lookahead_chained (both head_dim 64 only), plus 8 to store "
-     "O through shared memory or 16 from registers (kernels/attention/attention.h); benchmarks "
-     "only."},
-    {"_attention_auto_impl", attention_auto_impl, METH_VARARGS,
-     "_attention_auto_impl(dtype, head_dim, aligned): the impl that 'auto' picks on the current "
-     "device (without a device: what it would pick off Hopper)."},
-    {"_attention_auto_choice", attention_auto_choice, METH_VARARGS,
-     "_attention_auto_choice(dtype, (batch, heads, seq, head_dim), causal=False): (impl, reason): "
-     "what 'auto' picks for contiguous aligned arrays on the current device, and why (for "
-     "flash_wgmma, with the schedule it runs for the shape)."},
-    {"_attention_wgmma_schedule", (PyCFunction)(void (*)(void))attention_wgmma_schedule,
-     METH_VARARGS | METH_KEYWORDS,
-     "_attention_wgmma_schedule((batch, heads, seq, head_dim), causal=False, sms=None): the "
-     "schedule flash_wgmma runs for this shape on sms SMs (None: the current device's)."},
-    {"_attention_wgmma_out", (PyCFunction)(void (*)(void))attention_wgmma_out,
-     METH_VARARGS | METH_KEYWORDS,
-     "_attention_wgmma_out((batch, heads, seq, head_dim), causal, schedule): 'smem' where that "
-     "flash_wgmma schedule stores O through shared memory and TMA for this shape, 'regs' where "
-     "from registers."},
-    {"_attention_wgmma_order", (PyCFunction)(void (*)(void))attention_wgmma_order,
-     METH_VARARGS | METH_KEYWORDS,
-     "_attention_wgmma_order((batch, heads, seq, head_dim), causal, schedule, sms=None): how that "
-     "persistent flash_wgmma schedule hands its work items to its blocks on sms SMs (None: the "
-     "current device's): 'in order', 'twos' or 'heaviest first'."},
-    {"_attention_fast_div", attention_fast_div, METH_VARARGS,
-     "_attention_fast_div(d, n): n // d as flash_wgmma's persistent kernels divide (a multiply-high "
-     "and a shift); d from 1 to 2**32 - 1, n from 0 to 2**31 - 1. For tests."},
+     "_attention(q, k, v, out=None, *, impl='auto', causal=False, scale=None, stream=None)\n--\n\n"
+     "See gpuprofile.kernels.attention; ATTENTION_IMPLS lists the implementations."},
     {"_attention_release_workspace", attention_release_workspace, METH_NOARGS,
      "Returns the unused memory of the attention scratch pools to the driver."},
     {NULL, NULL, 0, NULL},
@@ -701,5 +468,13 @@ gp_attention_init(PyObject *module)
         Py_XDECREF(impls);
         return -1;
     }
+    PyObject *schedules = gp_attn_wgmma_schedules_as_python();
+    if (schedules == NULL ||
+        PyModule_AddObject(module, "ATTENTION_WGMMA_SCHEDULES", schedules) < 0) {
+        Py_XDECREF(schedules);
+        return -1;
+    }
+    if (gp_attention_queries_init(module) < 0)
+        return -1;
     return PyModule_AddFunctions(module, attention_methods);
 }

@@ -4,6 +4,7 @@
 #include "core/device.h"
 #include "core/errors.h"
 #include "core/streams.h"
+#include "core/testing.h"
 
 /* A spin longer than this is almost certainly a unit mistake (s vs ns) and would hold the GPU. */
 #define GP_SPIN_MAX_NS (60ULL * 1000000000ULL)
@@ -45,8 +46,12 @@ error:
     return NULL;
 }
 
+static PyMethodDef testing_methods[] = {
+    {"fault", fault, METH_O, "Launch a kernel that faults (tests only: kills the CUDA context)."},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef launch_methods[] = {
-    {"_fault", fault, METH_O, "Launch a kernel that faults (tests only: kills the CUDA context)."},
     {"spin", (PyCFunction)(void (*)(void))spin, METH_VARARGS | METH_KEYWORDS,
      "spin(ns, stream=None)\n--\n\nLaunch one GPU thread that busy-waits `ns` nanoseconds on the "
      "GPU's global timer. Returns at once (the launch is asynchronous)."},
@@ -56,5 +61,7 @@ static PyMethodDef launch_methods[] = {
 int
 gp_launch_init(PyObject *module)
 {
+    if (gp_testing_add_functions(module, testing_methods) < 0)
+        return -1;
     return PyModule_AddFunctions(module, launch_methods);
 }

@@ -3,6 +3,7 @@
 #include "core/device.h"
 #include "core/errors.h"
 #include "core/streams.h"
+#include "core/testing.h"
 #include "core/util.h"
 
 #include "harness/probe.h" /* kernels/harness/probe.h */
@@ -46,7 +47,7 @@ probe_launch(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = {"grid", "block", "dynamic_smem", "stream", NULL};
     PyObject *grid, *block, *stream_obj = Py_None;
     Py_ssize_t dyn = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|nO:_probe_launch", kwlist, &grid, &block,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|nO:probe_launch", kwlist, &grid, &block,
                                      &dyn, &stream_obj))
         return NULL;
     gp_probe_params p = {.dynamic_smem = (size_t)dyn};
@@ -83,7 +84,7 @@ probe_occupancy(PyObject *module, PyObject *args)
 {
     int block_size;
     Py_ssize_t dyn = 0;
-    if (!PyArg_ParseTuple(args, "i|n:_probe_occupancy", &block_size, &dyn))
+    if (!PyArg_ParseTuple(args, "i|n:probe_occupancy", &block_size, &dyn))
         return NULL;
     if (block_size < 1 || dyn < 0)
         return PyErr_Format(PyExc_ValueError, "block_size must be >= 1 and dynamic_smem >= 0");
@@ -103,7 +104,7 @@ launch_empty(PyObject *module, PyObject *args, PyObject *kwargs)
     static char *kwlist[] = {"n", "stream", NULL};
     long long n;
     PyObject *stream_obj = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|O:_launch_empty", kwlist, &n, &stream_obj))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "L|O:launch_empty", kwlist, &n, &stream_obj))
         return NULL;
     if (n < 0)
         return PyErr_Format(PyExc_ValueError, "n must be >= 0, got %lld", n);
@@ -137,21 +138,22 @@ error:
 }
 
 static PyMethodDef probe_methods[] = {
-    {"_probe_launch", (PyCFunction)(void (*)(void))probe_launch, METH_VARARGS | METH_KEYWORDS,
-     "_probe_launch(grid, block, dynamic_smem=0, stream=None): launch the probe kernel."},
-    {"_probe_attributes", probe_attributes, METH_NOARGS,
+    {"probe_launch", (PyCFunction)(void (*)(void))probe_launch, METH_VARARGS | METH_KEYWORDS,
+     "probe_launch(grid, block, dynamic_smem=0, stream=None): launch the probe kernel."},
+    {"probe_attributes", probe_attributes, METH_NOARGS,
      "cudaFuncGetAttributes of the probe kernel as a dict."},
-    {"_probe_occupancy", probe_occupancy, METH_VARARGS,
-     "_probe_occupancy(block_size, dynamic_smem=0): "
+    {"probe_occupancy", probe_occupancy, METH_VARARGS,
+     "probe_occupancy(block_size, dynamic_smem=0): "
      "cudaOccupancyMaxActiveBlocksPerMultiprocessor."},
-    {"_launch_empty", (PyCFunction)(void (*)(void))launch_empty, METH_VARARGS | METH_KEYWORDS,
-     "_launch_empty(n, stream=None) -> ns: launch n empty kernels; host ns spent launching."},
-    {"_device_reset", device_reset, METH_NOARGS, "cudaDeviceReset() (tests of faults)."},
+    {"launch_empty", (PyCFunction)(void (*)(void))launch_empty, METH_VARARGS | METH_KEYWORDS,
+     "launch_empty(n, stream=None) -> ns: launch n empty kernels; host ns spent launching."},
+    {"device_reset", device_reset, METH_NOARGS, "cudaDeviceReset() (tests of faults)."},
     {NULL, NULL, 0, NULL},
 };
 
+/* All of them are the tests' and benchmarks': _C._testing. */
 int
 gp_probes_init(PyObject *module)
 {
-    return PyModule_AddFunctions(module, probe_methods);
+    return gp_testing_add_functions(module, probe_methods);
 }

@@ -60,21 +60,50 @@ class Implementation(NamedTuple):
     devices: str  # the devices it runs on
     workspace: str | None  # what its device workspace holds; None: it needs none
     tensor_cores: bool
+    priority: int  # auto's order: 1 first
 
 
-# The implementations, from the one table in C; impl="auto" chooses among them.
+class WgmmaConfig(NamedTuple):
+    """One flash_wgmma schedule at one head_dim: its kernel, and the O stores the shipped build has
+    (the ones the per-shape rule reaches; a GPUPROFILE_ATTN_LAB=1 build has both)."""
+
+    consumers: int  # 64-row consumer warpgroups per block
+    rows: int  # query rows per block: 64 * consumers
+    order: str  # a consumer's work per key tile: "sequential", "overlapped" or "lookahead"
+    persistent: bool  # one block per SM walks (query tile, head, batch) items
+    chained: bool  # persistent: an item's first Q·Kᵀ issued behind the last P·V of the one before
+    ships: tuple[str, ...]  # "regs", "smem"
+    words: str
+
+
+class WgmmaSchedule(NamedTuple):
+    """One row of flash_wgmma's table of schedules (kernels/attention/flash_wgmma/schedules.h)."""
+
+    name: str
+    number: int
+    head_dims: tuple[int, ...]
+    configs: dict[int, WgmmaConfig]  # per head_dim it takes
+
+
+# The implementations, from the one table in C; impl="auto" chooses among them in AUTO_ORDER.
 IMPLEMENTATIONS = tuple(Implementation(**entry) for entry in _C.ATTENTION_IMPLS)
 IMPLS = (*(i.name for i in IMPLEMENTATIONS), "auto")
+AUTO_ORDER = tuple(i.name for i in sorted(IMPLEMENTATIONS, key=lambda i: i.priority))
+# flash_wgmma's schedules, from their one table in C: what the per-shape rule picks among.
+WGMMA_SCHEDULES = tuple(
+    WgmmaSchedule(e["name"], e["number"], e["head_dims"],
+                  {d: WgmmaConfig(**c) for d, c in e["configs"].items() if c is not None})
+    for e in _C.ATTENTION_WGMMA_SCHEDULES)
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
 
 
-def attention(q, k, v, impl: str = "flash", causal: bool = False, scale: float | None = None,
+def attention(q, k, v, impl: str = "auto", causal: bool = False, scale: float | None = None,
               out=None, stream=None):
     """softmax(scale · Q Kᵀ) V for arrays shaped [batch, heads, seq, head_dim] (forward only).
 
-    impl:   the name of one of IMPLEMENTATIONS (listed at the end), or "auto": the fastest that
-            takes the arguments on the arrays' device (flash_wgmma on compute capability 9.0,
-            else flash_tc, flash, naive).
+    impl:   "auto" (the default): the first of AUTO_ORDER that takes the arguments and runs on
+            the arrays' device (listed at the end); or the name of one of IMPLEMENTATIONS to run
+            that one.
     causal: query i attends to keys 0..i.
     scale:  defaults to 1/sqrt(head_dim).
     q, k, v share one shape and dtype (float32, float16 or bfloat16). Either all are NumPy (host)
@@ -105,6 +134,7 @@ if attention.__doc__:  # from the table, so the help cannot drift from what C ta
     attention.__doc__ += "".join(
         f"      {i.name}: {i.takes}; runs on {i.devices}"
         f"{'; workspace: ' + i.workspace if i.workspace else ''}.\n" for i in IMPLEMENTATIONS)
+    attention.__doc__ += f"    auto's order: {', '.join(AUTO_ORDER)}.\n"
 
 
 def _on_device(x) -> bool:
@@ -131,7 +161,7 @@ def attention_flops(batch: int, heads: int, seq: int, head_dim: int, causal: boo
 
 
 def attention_bytes(batch: int, heads: int, seq: int, head_dim: int, dtype: str = "bfloat16",
-                    impl: str = "flash", causal: bool = False) -> float:
+                    impl: str = "auto", causal: bool = False) -> float:
     """DRAM bytes the forward must move, for roofline placement.
 
     Fused impls ("flash", "flash_tc", "flash_wgmma", "auto"): the compulsory traffic, Q, K, V read once and O
@@ -187,5 +217,6 @@ def release_workspace() -> None:
     _attention_release_workspace()
 
 
-__all__ = ["IMPLEMENTATIONS", "DeviceArray", "DeviceBuffer", "Implementation", "attention", "attention_bytes", "attention_flops", "empty",
+__all__ = ["AUTO_ORDER", "IMPLEMENTATIONS", "WGMMA_SCHEDULES", "DeviceArray", "DeviceBuffer", "Implementation",
+           "WgmmaConfig", "WgmmaSchedule", "attention", "attention_bytes", "attention_flops", "empty",
            "read", "release_workspace", "spin", "to_device"]

@@ -28,7 +28,7 @@ timed, or no device; 1 one failed its check; 2 bad arguments, or plots that cann
 
 PROFILE_EXAMPLE = """\
 examples:
-  gpuprofile profile-kernels --seq-len 512 --impl flash --trace t.json
+  gpuprofile profile-kernels --seq-len 512 --trace t.json
   gpuprofile profile-kernels --impl naive --set roofline --json naive.json
 
 Validates the kernel once, then traces --iters calls under gpuprofile.profile() (kernels, copies,
@@ -55,7 +55,8 @@ def add_parsers(sub, formatter) -> None:
                        description="Trace one bundled attention kernel, and collect its hardware "
                                    "counters when permitted.",
                        epilog=PROFILE_EXAMPLE, formatter_class=formatter)
-    p.add_argument("--impl", default="flash", choices=ab.OURS, help="which kernel (default flash)")
+    p.add_argument("--impl", default="auto", choices=ab.OURS,
+                   help="which kernel (default auto: the one gp.kernels.attention picks)")
     p.add_argument("--seq-len", type=int, default=512, metavar="N", help="sequence length (default 512)")
     p.add_argument("--dtype", default="bf16", choices=sorted(ab.DTYPES))
     p.add_argument("--head-dim", type=int, default=64)

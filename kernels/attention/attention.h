@@ -8,8 +8,10 @@
  *   attention_flash.cu     fused online softmax on CUDA cores, fp32 arithmetic
  *   attention_flash_tc.cu  fused, fp16/bf16 on tensor cores (mma.sync), fp32 accumulation
  *   attention_flash_wgmma.cu  fused, sm_90a only: TMA, wgmma, warp specialization
- * One configuration per family and head_dim, the fastest measured (docs/benchmarks.md); the table
- * of implementations that Python sees is csrc/workloads/attention_impls.c. The *_supports
+ * One configuration per family and head_dim, the fastest measured (docs/benchmarks.md), but
+ * flash_wgmma, whose rule picks one of the configurations of its table of schedules per shape
+ * (attention/flash_wgmma/schedules.h); the table of implementations that Python sees is
+ * csrc/workloads/attention_impls.c. The *_supports
  * functions say which shapes a launcher takes, so callers validate before any GPU work; a
  * launcher given an unsupported shape returns cudaErrorInvalidValue (flash_wgmma:
  * cudaErrorNotSupported). */
@@ -41,24 +43,15 @@ typedef struct {
     float scale; /* > 0: scores are scale * q·k */
     int causal;  /* key j is visible to query i when j <= i */
     gp_attn_dtype dtype;
-    /* flash_wgmma's schedule (GP_ATTN_WGMMA_*): 0, per shape, everywhere but the benchmarks.
-     * Only flash_wgmma reads it; the others take 0 only. */
+    /* flash_wgmma's schedule (GP_ATTN_WGMMA_*): 0, per shape, everywhere but the tests and
+     * benchmarks. Only flash_wgmma reads it; the others take 0 only. */
     int variant;
 } gp_attn_params;
 
-/* flash_wgmma's schedules, chosen by gp_attn_params.variant (the hidden _variant of
- * _C._attention, for the benchmarks): 0 per shape, what every other caller runs
- * (gp_attn_flash_wgmma_schedule picks one of the others); 1 persist: the fixed block persistent
- * (one block per SM walks (query tile, head, batch) work items); 2 bm128: a 128-row block with
- * two overlapped consumers at every head_dim (head_dim 128: the fixed block); 3 persist_bm128:
- * the 128-row block, persistent; 4 fixed: the block per head_dim that every shape ran before
- * issue 27 (192 rows at head_dim 64, 128 at 128), one block per query tile; 5 persist_lookahead:
- * head_dim 64 only (the launcher returns cudaErrorNotSupported at 128), the persistent 128-row
- * block whose consumers issue Q·Kᵀ of the next key tile before the softmax of this one
- * (what head_dim 64 runs on long sequences, but where 192-row items fill the SMs' waves better);
- * 6 persist_lookahead_chained: head_dim 64 only, the same with its items chained (a consumer
- * issues the next item's first Q·Kᵀ behind this item's last P·V, as the other persistent
- * schedules at head_dim 64 do; what head_dim 64 runs on short sequences). */
+/* flash_wgmma's schedules by number, chosen by gp_attn_params.variant: 0 per shape, what every
+ * caller but the tests and benchmarks (_C._testing.attention) runs (gp_attn_flash_wgmma_schedule
+ * picks one of the others); 1 to 6 the rows of the table of schedules,
+ * kernels/attention/flash_wgmma/schedules.h, which says what each one is. */
 enum {
     GP_ATTN_WGMMA_PER_SHAPE = 0,
     GP_ATTN_WGMMA_PERSIST = 1,
@@ -113,6 +106,10 @@ cudaError_t gp_attn_flash_tc(const gp_attn_params *p, cudaStream_t stream);
  * device). */
 int gp_attn_flash_wgmma_supports(const gp_attn_params *p);
 int gp_attn_flash_wgmma_runnable(void);
+/* Nonzero in a build with GPUPROFILE_ATTN_LAB=1: every configuration of the table of schedules
+ * (flash_wgmma/schedules.h) both ways; zero in the shipped build, which has what the rule reaches.
+ */
+int gp_attn_flash_wgmma_lab(void);
 cudaError_t gp_attn_flash_wgmma_launch(const gp_attn_params *p, cudaStream_t stream);
 /* The schedule (GP_ATTN_WGMMA_*, never PER_SHAPE) that variant 0 runs for p's shape and causal
  * on a device of `sms` SMs; pure, no device needed (the rule and its measurements: the
@@ -130,6 +127,9 @@ int gp_attn_flash_wgmma_out_smem(const gp_attn_params *p, int schedule);
  * takes a tile and its complement, of equal work together) or "heaviest first" (causal, in groups
  * of heads sized for the L2); NULL for the other schedules or sms < 1. Pure. */
 const char *gp_attn_flash_wgmma_order(const gp_attn_params *p, int schedule, int sms);
+/* Whether causal work items go out in twos of equal work (m_tiles query tiles per (batch, head),
+ * `items` in all, on `sms` SMs); pure, the launcher's and _order's. */
+int gp_attn_flash_wgmma_paired(const gp_attn_params *p, int m_tiles, long long items, int sms);
 /* n / d as the persistent kernels divide (a multiply-high and a shift with constants made on the
  * host, attention_sm90.cuh FastDiv), for d from 1 to 2^32 - 1 and n from 0 to 2^31 - 1; -1
  * outside those ranges. For tests. */

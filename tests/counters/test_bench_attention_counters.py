@@ -40,10 +40,10 @@ def test_arguments():
 
 
 def test_schedules_are_the_grid_s_variants():
-    """The hidden _variant numbers (kernels/attention/attention.h), from bench_attention_grid.py."""
-    assert counters.SCHEDULES == {"fixed": 4, "persist": 1, "bm128": 2, "persist_bm128": 3,
-                                  "persist_lookahead": 5, "persist_lookahead_chained": 6}
-    assert counters.HEAD_DIMS == {"persist_lookahead": (64,), "persist_lookahead_chained": (64,)}
+    """The table of schedules (gp.kernels.WGMMA_SCHEDULES), through bench_attention_grid.py."""
+    table = gp.kernels.WGMMA_SCHEDULES
+    assert tuple(s.name for s in table) == counters.SCHEDULES
+    assert {s.name: (64,) for s in table if 128 not in s.configs} == counters.HEAD_DIMS
 
 
 def test_jobs_leave_out_what_a_schedule_does_not_take():

@@ -161,7 +161,8 @@ def test_the_implementations_are_one_table():
 
     table = _C.ATTENTION_IMPLS
     assert [e["name"] for e in table] == ["naive", "flash", "flash_tc", "flash_wgmma"]
-    assert all(set(e) == {"name", "takes", "devices", "workspace", "tensor_cores"} for e in table)
+    assert all(set(e) == {"name", "takes", "devices", "workspace", "tensor_cores", "priority"}
+               for e in table)
     assert [e["tensor_cores"] for e in table] == [False, False, True, True]
     assert [e["workspace"] is not None for e in table] == [True, False, False, False]
     assert gp.kernels.IMPLS == ("naive", "flash", "flash_tc", "flash_wgmma", "auto")
@@ -169,41 +170,58 @@ def test_the_implementations_are_one_table():
     assert attention_bench.OURS == gp.kernels.IMPLS
     for entry in table:
         assert f"{entry['name']}: {entry['takes']}" in gp.kernels.attention.__doc__
-    with pytest.raises(TypeError, match="variant"):
-        _C._attention(host(), host(), host(), host(), variant=1)
+    # auto's order is the table's priority column: the help, the reasons and AUTO_ORDER read it
+    assert sorted(e["priority"] for e in table) == [1, 2, 3, 4]
+    assert gp.kernels.AUTO_ORDER == ("flash_wgmma", "flash_tc", "flash", "naive")
+    assert f"auto's order: {', '.join(gp.kernels.AUTO_ORDER)}." in gp.kernels.attention.__doc__
 
 
-@pytest.mark.parametrize("impl, variant", [("flash_wgmma", 15), ("flash_wgmma", -1),
-                                           ("flash_wgmma", 7), ("flash_wgmma", 23),
-                                           ("flash_wgmma", 24), ("flash_wgmma", 32),
-                                           ("flash_tc", 1), ("auto", 4), ("flash", 5),
-                                           ("flash_tc", 8), ("flash", 16)])
-def test_hidden_variant_is_checked_before_any_device_work(impl, variant):
-    """_variant (flash_wgmma's schedules in place of the per-shape choice, benchmarks only) is 0,
-    or with impl='flash_wgmma' a schedule 0..6 plus at most one of 8 (O through shared memory)
-    and 16 (O from registers); anything else is refused without a device."""
-    with pytest.raises(ValueError, match=r"_variant must be 0, or with impl='flash_wgmma' a "
-                       r"schedule 0\.\.6 \(1 persist, 2 bm128, 3 persist_bm128, 4 fixed, "
-                       r"5 persist_lookahead, 6 persist_lookahead_chained\) plus at most one of 8 "
-                       r"\(O through shared memory\) "
-                       r"and 16 \(O from registers\), "
-                       f"got {variant} with impl='{impl}'"):
-        _C._attention(host(), host(), host(), host(), impl=impl, _variant=variant)
+def test_the_shipped_attention_has_no_schedule_keyword():
+    """_C._attention takes what gp.kernels.attention does; forcing one of flash_wgmma's schedules
+    is _C._testing.attention_wgmma's (the tests' and benchmarks' only)."""
+    for keyword in ("_variant", "variant", "schedule"):
+        with pytest.raises(TypeError, match=keyword):
+            _C._attention(host(), host(), host(), host(), impl="flash_wgmma", **{keyword: 1})
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"schedule": "v9"}, "attention_wgmma: unknown schedule 'v9' \\(per_shape, persist, bm128, "
+                         "persist_bm128, fixed, persist_lookahead, persist_lookahead_chained\\)"),
+    ({"store": "tma"}, "store must be 'smem', 'regs' or None, got 'tma'"),
+    ({"schedule": 5}, "must be str"),
+])
+def test_forced_schedule_arguments(kwargs, message):
+    x = host((1, 2, 8, 64), np.float16)
+    with pytest.raises((ValueError, TypeError), match=message):
+        _C._testing.attention_wgmma(x, x, x, x, **kwargs)
 
 
 @pytest.mark.parametrize("head_dim", [128, 32])
-@pytest.mark.parametrize("out_bits", [0, 8, 16])
-@pytest.mark.parametrize("schedule, name", [(5, "persist_lookahead"),
-                                            (6, "persist_lookahead_chained")])
-def test_lookahead_variant_takes_head_dim_64_only(schedule, name, head_dim, out_bits):
-    """_variant 5 and 6 (persist_lookahead, unchained or chained: two S tiles per consumer, 240
-    registers) exist at head_dim 64 only, with either way of storing O; other head_dims are
-    refused by name before any device work (a device would say nothing clearer: the launcher's
-    answer is cudaErrorNotSupported)."""
+@pytest.mark.parametrize("store", [None, "smem", "regs"])
+@pytest.mark.parametrize("name", ["persist_lookahead", "persist_lookahead_chained"])
+def test_lookahead_schedules_take_head_dim_64_only(name, store, head_dim):
+    """persist_lookahead, unchained or chained (two S tiles per consumer, 240 registers), exists
+    at head_dim 64 only (the table: ATTENTION_WGMMA_SCHEDULES); other head_dims are refused by
+    name before any device work (head_dim 32: by flash_wgmma's own check first)."""
     x = host((1, 2, 8, head_dim), np.float16)
-    with pytest.raises(ValueError, match=rf"_variant {schedule} \({name}\) takes head_dim 64 "
-                       f"only, got {head_dim}"):
-        _C._attention(x, x, x, x, impl="flash_wgmma", _variant=schedule + out_bits)
+    message = (f"schedule '{name}' takes head_dim 64, got 128" if head_dim == 128
+               else "impl='flash_wgmma' supports head_dim 64 and 128, got 32")
+    with pytest.raises(ValueError, match=message):
+        _C._testing.attention_wgmma(x, x, x, x, schedule=name, store=store)
+
+
+def test_a_configuration_the_build_lacks_is_refused_by_name():
+    """The shipped build has the configurations the per-shape rule reaches (the table's ships);
+    forcing another is refused before any device work, naming the switch that builds it."""
+    x = host((1, 2, 8, 64), np.float16)
+    if _C._testing.ATTENTION_WGMMA_LAB:
+        pytest.skip("a GPUPROFILE_ATTN_LAB=1 build has every configuration")
+    with pytest.raises(ValueError, match="schedule 'fixed' at head_dim 64 with O through shared "
+                       "memory is not in this build: .* GPUPROFILE_ATTN_LAB=1 has every one"):
+        _C._testing.attention_wgmma(x, x, x, x, schedule="fixed")
+    with pytest.raises(ValueError, match="O from registers under the per-shape schedule needs a "
+                       "build with GPUPROFILE_ATTN_LAB=1"):
+        _C._testing.attention_wgmma(x, x, x, x, store="regs")
 
 
 def test_read_only_out():
@@ -275,13 +293,14 @@ def test_auto_choice():
     # place; test_attention_wgmma_gpu.py checks that it is the kernel that runs.
     hopper = gp.device_count() > 0 and tuple(gp.device_info().compute_capability) == (9, 0)
     tc = "flash_wgmma" if hopper else "flash_tc"
-    assert _C._attention_auto_impl("bfloat16", 64, True) == tc
-    assert _C._attention_auto_impl("float16", 128, True) == tc
-    assert _C._attention_auto_impl("float16", 128, False) == "flash"
-    assert _C._attention_auto_impl("float32", 64, True) == "flash"
-    assert _C._attention_auto_impl("bfloat16", 80, True) == "naive"
+    auto_impl = _C._testing.attention_auto_impl
+    assert auto_impl("bfloat16", 64, True) == tc
+    assert auto_impl("float16", 128, True) == tc
+    assert auto_impl("float16", 128, False) == "flash"
+    assert auto_impl("float32", 64, True) == "flash"
+    assert auto_impl("bfloat16", 80, True) == "naive"
     with pytest.raises(ValueError, match="head_dim 512 is not supported"):
-        _C._attention_auto_impl("float32", 512, True)
+        auto_impl("float32", 512, True)
 
 
 @pytest.mark.parametrize("producer", [FakeDLPack, OldFakeDLPack])
@@ -340,6 +359,26 @@ def test_dlpack_cpu_tensor_is_a_host_array():
     assert x.__dlpack_device__()[0] == 1
     with pytest.raises(ValueError, match="cannot mix host and device arrays"):
         attention(FakeDLPack(), x, x)
+
+
+def test_auto_is_the_default():
+    """impl defaults to "auto" in Python, in C and in the CLI (issue 46): head_dim 80 in float16,
+    which every fused implementation refuses, passes the checks (naive takes it) and reaches the
+    device step."""
+    import inspect
+
+    from gpuprofile.cli import build_parser
+
+    assert inspect.signature(attention).parameters["impl"].default == "auto"
+    assert inspect.signature(gp.kernels.attention_bytes).parameters["impl"].default == "auto"
+    assert build_parser().parse_args(["profile-kernels"]).impl == "auto"
+    x = host((1, 1, 8, 80), np.float16)
+    for call in (lambda: attention(x, x, x), lambda: _C._attention(x, x, x, x)):
+        if gp.device_count() == 0:
+            with pytest.raises(gp.NoDeviceError):
+                call()
+        else:
+            assert call().shape == x.shape
 
 
 @no_device

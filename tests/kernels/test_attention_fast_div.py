@@ -1,6 +1,6 @@
 """The division of flash_wgmma's persistent kernels (attention_sm90.cuh FastDiv): a work item's
 query tile, head and batch come from n // d as a multiply-high and a shift, with d's constants
-made on the host. The host twin of the device code, through _C._attention_fast_div, against
+made on the host. The host twin of the device code, through _C._testing.attention_fast_div, against
 Python's //: every divisor up to 4096 and divisors next to powers of two, on numerators at the
 edges (0, multiples of d and their neighbours, 2**31 - 1) and random ones."""
 
@@ -30,23 +30,23 @@ def test_every_quotient_matches_integer_division():
     wrong = []
     for d in divisors():
         for n in numerators(d, rng, 8):
-            if _C._attention_fast_div(d, n) != n // d:
-                wrong.append((d, n, _C._attention_fast_div(d, n)))
+            if _C._testing.attention_fast_div(d, n) != n // d:
+                wrong.append((d, n, _C._testing.attention_fast_div(d, n)))
     assert not wrong, wrong[:10]
 
 
 def test_the_largest_divisors_give_zero_or_one():
     for d in (2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1, 2 ** 32 - 1):
         for n in (0, 1, TOP - 1, TOP):
-            assert _C._attention_fast_div(d, n) == n // d
+            assert _C._testing.attention_fast_div(d, n) == n // d
 
 
 @pytest.mark.parametrize("d, n", [(0, 5), (-1, 5), (2 ** 32, 5), (3, -1), (3, 2 ** 31)])
 def test_out_of_range_is_a_value_error(d, n):
     with pytest.raises(ValueError, match=f"got d={d}, n={n}"):
-        _C._attention_fast_div(d, n)
+        _C._testing.attention_fast_div(d, n)
 
 
 def test_a_non_integer_is_a_type_error():
     with pytest.raises(TypeError):
-        _C._attention_fast_div(3.0, 7)
+        _C._testing.attention_fast_div(3.0, 7)

@@ -113,76 +113,81 @@ def test_nan_and_inf_propagate_like_the_reference(causal, where):
     assert ref.max_error(got[finite], want[finite]) <= tol
 
 
-# flash_wgmma's schedules (_C._attention's hidden _variant, attention.h): 0 per shape (the
-# default), 1 persist (the fixed block persistent), 2 bm128 (the 128-row overlapped block),
-# 3 persist_bm128, 4 fixed (the block every shape ran before issue 27), 5 persist_lookahead
-# (persist_bm128 with two S tiles per consumer) and 6 persist_lookahead_chained (the same, its
-# items chained), both head_dim 64 only, refused at 128 (test_attention_args.py); each also with O forced out through shared memory (+8) and from
-# registers (+16), since every schedule's kernel is built both ways.
-OUT_SMEM, OUT_REGS = 8, 16
-SCHEDULE_VARIANTS = [0, 1, 2, 3, 4, 5, 6]
-VARIANTS = [v + out for out in (0, OUT_SMEM, OUT_REGS) for v in SCHEDULE_VARIANTS]
-SCHEDULES = {"persist": 1, "bm128": 2, "persist_bm128": 3, "fixed": 4, "persist_lookahead": 5,
-             "persist_lookahead_chained": 6}
-LOOKAHEAD = (5, 6)  # the schedules of head_dim 64 only
-# (variant, head_dim) for every variant at every head_dim it takes
-VARIANT_HEAD_DIMS = [(v, d) for v in VARIANTS for d in (64, 128)
-                     if v % 8 not in LOOKAHEAD or d == 64]
+# flash_wgmma's schedules (kernels.WGMMA_SCHEDULES, the table in C), forced through
+# _C._testing.attention_wgmma: every configuration this build has, each row at the head_dims it
+# takes with each O store the build has for it (the shipped build: the ones the per-shape rule
+# reaches, the table's ships; a GPUPROFILE_ATTN_LAB=1 build: both), and the rule's own choice
+# ("per_shape", the store chosen with it) at each head_dim.
+LAB = _C._testing.ATTENTION_WGMMA_LAB
+SCHEDULES = {s.name: s for s in kernels.WGMMA_SCHEDULES}
 
 
-def run_variant(q, k, v, dtype, variant, causal=False, scale=None):
+def stores(name, head_dim):
+    """The O stores this build has for schedule `name` at head_dim."""
+    config = SCHEDULES[name].configs.get(head_dim)
+    return [] if config is None else [s for s in ("smem", "regs") if LAB or s in config.ships]
+
+
+CONFIGS = [(name, store, d) for name in SCHEDULES for d in (64, 128) for store in stores(name, d)]
+RUNS = [("per_shape", None, 64), ("per_shape", None, 128), *CONFIGS]
+RUN_IDS = [f"{n}-{s or 'rule'}-{d}" for n, s, d in RUNS]
+LOOKAHEAD = [(n, s) for n, s, d in CONFIGS if SCHEDULES[n].configs[d].order == "lookahead"]
+
+
+def run_variant(q, k, v, dtype, schedule="per_shape", store=None, causal=False, scale=None):
     out = poisoned(q.shape, dtype)
-    _C._attention(*(kernels.to_device(x, dtype) for x in (q, k, v)), out, impl="flash_wgmma",
-                  causal=causal, scale=scale, _variant=variant)
+    _C._testing.attention_wgmma(*(kernels.to_device(x, dtype) for x in (q, k, v)), out,
+                                schedule=schedule, store=store, causal=causal, scale=scale)
     return out.numpy()
 
 
 @hopper
-@pytest.mark.parametrize("variant, head_dim", VARIANT_HEAD_DIMS)
+@pytest.mark.parametrize("schedule, store, head_dim", RUNS, ids=RUN_IDS)
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("seq", [1, 127, 129, 193, 385, 1000])
 @pytest.mark.parametrize("causal", [False, True])
-def test_variant_matches_reference(variant, dtype, head_dim, seq, causal):
+def test_variant_matches_reference(schedule, store, dtype, head_dim, seq, causal):
     """Every variant: lengths inside one tile, past the 128- and 192-row blocks' edges, and
     ragged ones; fewer work items than SMs (one item per persistent block)."""
     shape = (2, 3, seq, head_dim) if seq < 1000 else (1, 2, seq, head_dim)
     q, k, v = inputs(shape, dtype)
-    check(run_variant(q, k, v, dtype, variant, causal), q, k, v, dtype, causal)
+    check(run_variant(q, k, v, dtype, schedule, store, causal), q, k, v, dtype, causal)
 
 
 @hopper
-@pytest.mark.parametrize("variant, head_dim", VARIANT_HEAD_DIMS)
+@pytest.mark.parametrize("schedule, store, head_dim", RUNS, ids=RUN_IDS)
 @pytest.mark.parametrize("causal", [False, True])
-def test_variant_many_items_per_block(variant, head_dim, causal):
+def test_variant_many_items_per_block(schedule, store, head_dim, causal):
     """More work items than SMs: a persistent block runs two to four (query tile, head, batch)
     items, so both Q buffers are reused, the K/V ring's phases run on across items, and (causal,
     192-row block) a warpgroup releases the tiles it skips. 2·70 heads of 520 rows: 420 items of
     192 rows (3 tiles a head, the last one 136 rows), 700 of 128; an H100 has 132 SMs."""
     q, k, v = inputs((2, 70, 520, head_dim), "bfloat16")
-    check(run_variant(q, k, v, "bfloat16", variant, causal), q, k, v, "bfloat16", causal)
+    check(run_variant(q, k, v, "bfloat16", schedule, store, causal), q, k, v, "bfloat16", causal)
 
 
 @hopper
-@pytest.mark.parametrize("variant, head_dim", VARIANT_HEAD_DIMS)
+@pytest.mark.parametrize("schedule, store, head_dim", RUNS, ids=RUN_IDS)
 @pytest.mark.parametrize("causal", [False, True])
-def test_variant_peaked_scores(variant, head_dim, causal):
+def test_variant_peaked_scores(schedule, store, head_dim, causal):
     q, k, v = inputs((1, 4, 300, head_dim), "float16", spread=6.0)
-    check(run_variant(q, k, v, "float16", variant, causal, 0.3), q, k, v, "float16", causal, 0.3)
+    check(run_variant(q, k, v, "float16", schedule, store, causal, 0.3), q, k, v, "float16", causal,
+          0.3)
 
 
 @hopper
-@pytest.mark.parametrize("variant", VARIANTS)
-def test_variant_strided_inputs_and_output(variant):
+@pytest.mark.parametrize("schedule, store", [(n, s) for n, s, d in RUNS if d == 64])
+def test_variant_strided_inputs_and_output(schedule, store):
     (q, k, v), views, out_mem, out = bnhd_case(2, 200, 3, 64)
-    _C._attention(*views, out, impl="flash_wgmma", causal=True, _variant=variant)
+    _C._testing.attention_wgmma(*views, out, schedule=schedule, store=store, causal=True)
     check(out_mem.numpy().transpose(0, 2, 1, 3), q, k, v, "float16", True)
 
 
 @hopper
-@pytest.mark.parametrize("variant, head_dim", VARIANT_HEAD_DIMS)
+@pytest.mark.parametrize("schedule, store, head_dim", RUNS, ids=RUN_IDS)
 @pytest.mark.parametrize("seq", [40, 100, 200])
 @pytest.mark.parametrize("causal", [False, True])
-def test_nothing_is_written_past_the_sequence(variant, head_dim, seq, causal):
+def test_nothing_is_written_past_the_sequence(schedule, store, head_dim, seq, causal):
     """O as the first seq rows of each head in a buffer with 200 more, which hold a sentinel:
     warpgroups whose 64 rows lie wholly past the sequence (seq 40: the second of a 128-row block,
     the second and third of a 192-row one) still issue their TMA stores, which the tensor map
@@ -192,31 +197,31 @@ def test_nothing_is_written_past_the_sequence(variant, head_dim, seq, causal):
     rows = seq + spare
     out_mem = kernels.to_device(np.full((b, h, rows, head_dim), sentinel, np.float32), "float16")
     out = CAIView(out_mem, (b, h, seq, head_dim), (h * rows * head_dim, rows * head_dim, head_dim, 1))
-    _C._attention(*(kernels.to_device(x, "float16") for x in (q, k, v)), out,
-                  impl="flash_wgmma", causal=causal, _variant=variant)
+    _C._testing.attention_wgmma(*(kernels.to_device(x, "float16") for x in (q, k, v)), out,
+                                schedule=schedule, store=store, causal=causal)
     got = out_mem.numpy()
     assert (got[:, :, seq:] == sentinel).all()
     check(got[:, :, :seq], q, k, v, "float16", causal)
 
 
 @hopper
-@pytest.mark.parametrize("variant, head_dim", [(v, d) for v in SCHEDULE_VARIANTS for d in (64, 128)
-                                               if v not in LOOKAHEAD or d == 64])
+@pytest.mark.parametrize("schedule, head_dim", [(n, d) for n in SCHEDULES for d in (64, 128)
+                                                if len(stores(n, d)) == 2])
 @pytest.mark.parametrize("causal", [False, True])
-def test_both_ways_of_storing_o_give_the_same_bits(variant, head_dim, causal):
+def test_both_ways_of_storing_o_give_the_same_bits(schedule, head_dim, causal):
     """O / l rounded in registers and stored from them, or written to shared memory and stored
     by TMA: the same arithmetic, so the same bits, over ragged rows and many items per block."""
     q, k, v = inputs((3, 70, 300, head_dim), "bfloat16")
-    smem = run_variant(q, k, v, "bfloat16", variant + OUT_SMEM, causal)
-    np.testing.assert_array_equal(smem, run_variant(q, k, v, "bfloat16", variant + OUT_REGS, causal))
+    smem = run_variant(q, k, v, "bfloat16", schedule, "smem", causal)
+    np.testing.assert_array_equal(smem, run_variant(q, k, v, "bfloat16", schedule, "regs", causal))
     check(smem, q, k, v, "bfloat16", causal)
 
 
 @hopper
 @pytest.mark.parametrize("seq", [255, 256, 257, 640, 769])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("variant", LOOKAHEAD)
-def test_lookahead_every_tile_count(variant, seq, causal):
+@pytest.mark.parametrize("schedule, store", LOOKAHEAD)
+def test_lookahead_every_tile_count(schedule, store, seq, causal):
     """persist_lookahead runs its key tiles in pairs (S alternating between two register
     arrays), with the last tile apart: an item of 1 to 7 tiles ends in either array, and (causal)
     a block's items differ in their counts, so the K/V ring's stage and parity start anywhere.
@@ -224,7 +229,7 @@ def test_lookahead_every_tile_count(variant, seq, causal):
     first tile is in flight while this one stores O. 2·40 heads: 160 to 560 items of 128 rows, one
     to five per block on 132 SMs."""
     q, k, v = inputs((2, 40, seq, 64), "bfloat16")
-    check(run_variant(q, k, v, "bfloat16", variant, causal), q, k, v, "bfloat16", causal)
+    check(run_variant(q, k, v, "bfloat16", schedule, store, causal), q, k, v, "bfloat16", causal)
 
 
 TWOS = [((8, 33, 512, 64), "persist_lookahead"), ((8, 33, 512, 64), "persist"),
@@ -243,13 +248,14 @@ def test_causal_items_in_twos(shape, name):
     the middle tiles of two heads make a two and the last item is alone. Every block takes 4
     twos on 132 SMs (H100, H200); every row is checked against the float64 reference, and O's
     buffer is poisoned first, so an item no block computed fails."""
-    if _C._attention_wgmma_order(shape, True, name) != "twos":
+    if _C._testing.attention_wgmma_order(shape, True, name) != "twos":
         pytest.skip(f"{name} does not run {shape} in twos on this device's SM count")
     q, k, v = inputs(shape, "bfloat16")
-    smem = run_variant(q, k, v, "bfloat16", SCHEDULES[name] + OUT_SMEM, True)
-    np.testing.assert_array_equal(smem, run_variant(q, k, v, "bfloat16", SCHEDULES[name] + OUT_REGS,
-                                                    True))
-    check(smem, q, k, v, "bfloat16", True)
+    first, *rest = [run_variant(q, k, v, "bfloat16", name, store, True)
+                    for store in stores(name, shape[3])]
+    for other in rest:  # both O stores where the build has both
+        np.testing.assert_array_equal(first, other)
+    check(first, q, k, v, "bfloat16", True)
 
 
 @hopper
@@ -259,16 +265,17 @@ def test_causal_items_in_twos(shape, name):
     ((1, 1, 5000, 64), False), ((1, 1, 16384, 64), True), ((1, 3, 8192, 64), True),
     ((2, 3, 385, 128), False), ((2, 3, 385, 128), True)])
 def test_the_default_runs_the_schedule_chosen_for_the_shape(shape, causal):
-    """_variant 0 (impl='flash_wgmma' and 'auto') runs the schedule that
-    _C._attention_wgmma_schedule names for the shape on this device: bit for bit the output of
-    that schedule forced; auto's reason names it."""
+    """The per-shape rule (impl='flash_wgmma' and 'auto') runs the schedule that
+    _C._testing.attention_wgmma_schedule names for the shape on this device: bit for bit the
+    output of that schedule forced, with the O store attention_wgmma_out names (a configuration
+    the shipped build has: the table's ships); auto's reason names it."""
     q, k, v = inputs(shape, "bfloat16")
-    name = _C._attention_wgmma_schedule(shape, causal)
-    got = run_variant(q, k, v, "bfloat16", 0, causal)
-    np.testing.assert_array_equal(got, run_variant(q, k, v, "bfloat16", SCHEDULES[name], causal))
-    out = {"smem": OUT_SMEM, "regs": OUT_REGS}[_C._attention_wgmma_out(shape, causal, name)]
-    np.testing.assert_array_equal(got, run_variant(q, k, v, "bfloat16", SCHEDULES[name] + out,
-                                                   causal))
+    name = _C._testing.attention_wgmma_schedule(shape, causal)
+    got = run_variant(q, k, v, "bfloat16", "per_shape", None, causal)
+    np.testing.assert_array_equal(got, run_variant(q, k, v, "bfloat16", name, None, causal))
+    store = _C._testing.attention_wgmma_out(shape, causal, name)
+    assert store in SCHEDULES[name].configs[shape[3]].ships
+    np.testing.assert_array_equal(got, run_variant(q, k, v, "bfloat16", name, store, causal))
     impl, why = _C._attention_auto_choice("bfloat16", shape, causal)
     assert impl == "flash_wgmma" and f"its schedule for this shape (causal={causal}, " in why
     assert why.split("SMs): ")[1].startswith(name + " (")

@@ -1,6 +1,6 @@
 """flash_wgmma's schedule per shape (gp_attn_flash_wgmma_schedule, kernels/attention/NOTES.md,
 "flash_wgmma's schedules and the rule that picks one"): the rule is pure, so it is checked here without a device, through
-_C._attention_wgmma_schedule with the SM count given. The shapes are issue 27's grid on an H100
+_C._testing.attention_wgmma_schedule with the SM count given. The shapes are issue 27's grid on an H100
 (132 SMs, as an H200) and the rule's edges; the recorded grids are checked against their
 measurements."""
 
@@ -18,7 +18,7 @@ SMS = 132  # H100 SXM and H200
 
 
 def schedule(shape, causal, sms=SMS):
-    return _C._attention_wgmma_schedule(shape, causal, sms=sms)
+    return _C._testing.attention_wgmma_schedule(shape, causal, sms=sms)
 
 
 LA = "persist_lookahead"
@@ -294,7 +294,7 @@ LONG = {"twos": 0.03}
 
 
 def out(shape, causal, name):
-    return _C._attention_wgmma_out(shape, causal, name)
+    return _C._testing.attention_wgmma_out(shape, causal, name)
 
 
 @pytest.mark.parametrize("grid, count", [("noguard", 56), ("128 unchained", 28), ("twos", 28)])
@@ -351,7 +351,7 @@ def test_the_out_rule(shape, causal, name, want):
 ])
 def test_out_rule_bad_arguments(args, error, match):
     with pytest.raises(error, match=match or None):
-        _C._attention_wgmma_out(*args)
+        _C._testing.attention_wgmma_out(*args)
 
 
 def test_dtype_and_sm_count_do_not_change_the_short_rules():
@@ -370,20 +370,20 @@ def test_dtype_and_sm_count_do_not_change_the_short_rules():
 ])
 def test_bad_arguments(args, kwargs, error, match):
     with pytest.raises(error, match=match or None):
-        _C._attention_wgmma_schedule(*args, **kwargs)
+        _C._testing.attention_wgmma_schedule(*args, **kwargs)
 
 
 @pytest.mark.skipif(gp.device_count() > 0, reason="without a device the SM count is unknown")
 def test_without_a_device_the_sm_count_must_be_given():
     with pytest.raises(gp.CudaError):
-        _C._attention_wgmma_schedule((1, 1, 512, 64))
+        _C._testing.attention_wgmma_schedule((1, 1, 512, 64))
 
 
 @pytest.mark.skipif(gp.device_count() == 0, reason="needs a device for its SM count")
 def test_on_a_device_its_sm_count_is_used():
     sms = gp.device_info(0).sm_count
     for causal in (False, True):
-        assert _C._attention_wgmma_schedule((1, 1, 16384, 64), causal) == schedule(
+        assert _C._testing.attention_wgmma_schedule((1, 1, 16384, 64), causal) == schedule(
             (1, 1, 16384, 64), causal, sms=sms)
 
 
@@ -407,17 +407,17 @@ def test_on_a_device_its_sm_count_is_used():
     ((32, 16, 512, 128), False, "persist", "in order"),
 ])
 def test_the_item_order(shape, causal, name, want):
-    assert _C._attention_wgmma_order(shape, causal, name, sms=132) == want
+    assert _C._testing.attention_wgmma_order(shape, causal, name, sms=132) == want
 
 
 def test_the_item_order_follows_the_sm_count():
     # 2048 twos: 15.5 rounds on 132 SMs (3 % over the mean), 16 exactly on 128, one on 2048
     shape = (8, 32, 2048, 64)
     for sms in (128, 132, 2048):
-        assert _C._attention_wgmma_order(shape, True, "persist_lookahead", sms=sms) == "twos"
+        assert _C._testing.attention_wgmma_order(shape, True, "persist_lookahead", sms=sms) == "twos"
     # 2.3 rounds on 900 SMs (3 of them, 32 % over), 2 on 2000 (95 % over), fewer twos than SMs
     for sms in (900, 2000, 2049):
-        assert _C._attention_wgmma_order(shape, True, "persist_lookahead", sms=sms) == "heaviest first"
+        assert _C._testing.attention_wgmma_order(shape, True, "persist_lookahead", sms=sms) == "heaviest first"
 
 
 @pytest.mark.parametrize("args, kwargs, error, match", [
@@ -430,4 +430,4 @@ def test_the_item_order_follows_the_sm_count():
 ])
 def test_item_order_bad_arguments(args, kwargs, error, match):
     with pytest.raises(error, match=match or None):
-        _C._attention_wgmma_order(*args, **kwargs)
+        _C._testing.attention_wgmma_order(*args, **kwargs)

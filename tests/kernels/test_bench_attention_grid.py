@@ -29,18 +29,18 @@ def test_flops_halved_when_causal():
 
 def test_variants_by_name():
     assert grid.parse_variants("gp, cudnn") == ["gp", "cudnn"]
-    assert grid.GP_VARIANTS == {"gp": 0, "gp_fixed": 4, "gp_persist": 1, "gp_bm128": 2,
-                                "gp_persist_bm128": 3, "gp_persist_lookahead": 5,
-                                "gp_persist_lookahead_chained": 6, "gp_out_smem": 8,
-                                "gp_out_regs": 16}
-    # the default list: the per-shape choice, the old fixed block, the other five, the peers;
-    # the two ways of storing O forced only when asked for
-    assert grid.DEFAULT == ("gp", "gp_fixed", "gp_persist", "gp_bm128", "gp_persist_bm128",
-                            "gp_persist_lookahead", "gp_persist_lookahead_chained", "cudnn", "fa2")
+    # the variants come from the table of schedules: the rule, each row forced, the rule with
+    # either O store
+    names = tuple(s.name for s in gp.kernels.WGMMA_SCHEDULES)
+    variants = {"gp": ("per_shape", None), **{f"gp_{n}": (n, None) for n in names},
+                "gp_out_smem": ("per_shape", "smem"), "gp_out_regs": ("per_shape", "regs")}
+    assert variants == grid.GP_VARIANTS
+    # the default list: the per-shape choice, every schedule forced, the peers; the two ways of
+    # storing O forced only when asked for
+    assert ("gp", *(f"gp_{n}" for n in names), "cudnn", "fa2") == grid.DEFAULT
     assert grid.parse_args([]).variants == list(grid.DEFAULT)
     assert grid.parse_variants("gp_out_smem,gp_out_regs") == ["gp_out_smem", "gp_out_regs"]
-    assert grid.SCHEDULES == {4: "fixed", 1: "persist", 2: "bm128", 3: "persist_bm128",
-                              5: "persist_lookahead", 6: "persist_lookahead_chained"}
+    assert names == grid.SCHEDULES
     with pytest.raises(ValueError, match=r"unknown \['gp_v9'\]"):
         grid.parse_variants("gp,gp_v9")
     with pytest.raises(SystemExit):
@@ -189,7 +189,8 @@ def test_the_lookahead_variants_skip_head_dim_128(name):
     [r] = grid.run_case(["gp_" + name], case, True, 0.1, 1)
     assert r["status"] == "skipped: head_dim 128" and r["schedule"] == name
     assert "skipped" in grid.table_rows(grid.add_ratios([r]))[0][5]
-    assert grid.HEAD_DIMS == {"gp_persist_lookahead": (64,), "gp_persist_lookahead_chained": (64,)}
+    head_dims = {f"gp_{s.name}": (64,) for s in gp.kernels.WGMMA_SCHEDULES if 128 not in s.configs}
+    assert head_dims == grid.HEAD_DIMS
 
 
 def test_quick_holds_the_worst_shapes_and_the_rule_s_edges():
@@ -202,7 +203,7 @@ def test_quick_holds_the_worst_shapes_and_the_rule_s_edges():
                  ((16, 32, 1024, 64), "bfloat16", True), ((1, 1, 16384, 64), "bfloat16", False),
                  ((32, 16, 512, 128), "bfloat16", False), ((1, 3, 8192, 64), "bfloat16", True)]:
         assert case in quick
-    picked = {_C._attention_wgmma_schedule(shape, causal, sms=132) for shape, _, causal in quick}
+    picked = {_C._testing.attention_wgmma_schedule(shape, causal, sms=132) for shape, _, causal in quick}
     assert picked == {"persist", "persist_lookahead", "persist_lookahead_chained", "persist_bm128",
                       "bm128", "fixed"}
     assert len(quick) <= 14  # with 8 implementations, about a minute and a half on an H200

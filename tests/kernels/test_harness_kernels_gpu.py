@@ -17,14 +17,14 @@ def _sync():
 
 def test_spin_and_empty_kernels():
     kernels.spin(20_000)
-    _C._launch_empty(1000)
+    _C._testing.launch_empty(1000)
     _sync()
 
 
 def test_probe_kernel_shapes():
     for grid, block, smem in (((1, 1, 1), (32, 1, 1), 0), ((7, 3, 1), (128, 2, 1), 4096),
                               ((64, 1, 1), (1024, 1, 1), 32 * 1024)):  # + 4 KiB static: under 48
-        _C._probe_launch(grid, block, dynamic_smem=smem)
+        _C._testing.probe_launch(grid, block, dynamic_smem=smem)
     _sync()
 
 

@@ -95,7 +95,7 @@ def test_100k_regions_do_not_leak_events_or_memory():
     run()
     before = rss_mb()
     run()
-    stats = gp._C._pool_stats()
+    stats = gp._C._testing.pool_stats()
     created, free, pending = (sum(v[i] for v in stats.values()) for i in range(3))
     assert pending == 0 and free == created  # every event came back
     # the pool grows while the GPU lags behind the host, never past its soft limit (+ one step)
@@ -125,7 +125,7 @@ def test_sticky_error_from_user_kernel_is_reported():
         gp.kernels.spin(1000)
         try:
             with gp.region("r"):
-                gp._C._fault(None)
+                gp._C._testing.fault(None)
             gp.records()
         except gp.CudaError as e:
             print("CudaError", e.error_name, "|", e)
@@ -140,7 +140,7 @@ def test_region_after_sticky_error_raises_cuda_error():
     out = _run_child("""
         import gpuprofile as gp, time
         gp.kernels.spin(1000)
-        gp._C._fault(None)
+        gp._C._testing.fault(None)
         time.sleep(0.5)
         try:
             with gp.region("after"):

@@ -2,7 +2,7 @@
 notes (tracing/pylines.py join_backward) on synthetic notes, the by-line table, collapsed stacks
 and columns with backward rows, the calibration's word finding, the C binding's errors, and, where
 torch is installed, the whole path on a CPU graph: csrc/tracing/autograd.c's marks taken by
-_pylines_capture in the forward and inside the backward."""
+_testing.pylines_capture in the forward and inside the backward."""
 
 import os
 import sys
@@ -167,7 +167,7 @@ def _library_hook(corr):
     backward that a thread started straight from torch, the launch has no user frame, as in
     autograd's engine threads on a GPU."""
     code = compile("import gpuprofile._C as C\n\ndef make(corr):\n    def hook(grad):\n"
-                   "        C._pylines_capture(corr, False, True)\n    return hook\n",
+                   "        C._testing.pylines_capture(corr, False, True)\n    return hook\n",
                    os.path.join(LIB, "engine.py"), "exec")
     scope: dict = {}
     exec(code, scope)
@@ -182,11 +182,11 @@ def test_backward_captures_take_the_forward_lines_on_a_cpu_graph():
         _C._pylines_reset(pylines.excluded_prefixes() + (os.path.join(LIB, ""),))
         x = torch.ones(4, requires_grad=True)
         y = x * 3
-        _C._pylines_capture(101)  # fwd-mul
+        _C._testing.pylines_capture(101)  # fwd-mul
         z = y.sin()
-        _C._pylines_capture(102)  # fwd-sin
+        _C._testing.pylines_capture(102)  # fwd-sin
         with torch.no_grad():
-            _C._pylines_capture(103)  # no node: still forward, after sin's
+            _C._testing.pylines_capture(103)  # no node: still forward, after sin's
         for node, corr in ((y.grad_fn, 201), (z.grad_fn, 202)):
             node.register_prehook(_library_hook(corr))
         loss = z.sum()
@@ -210,7 +210,7 @@ def test_marks_are_off_until_enabled_and_after_disabling():
     pytest.importorskip("torch")
     autograd_nodes.disable()
     _C._pylines_reset(())
-    _C._pylines_capture(1)
+    _C._testing.pylines_capture(1)
     notes = np.frombuffer(_C._pylines_take()["notes"], pylines.NOTE_RAW)
     assert notes["pass"].tolist() == [0] and notes["seq"].tolist() == [0]
 

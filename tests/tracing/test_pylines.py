@@ -43,7 +43,7 @@ def _take(mode="line"):
 
 def test_capture_names_the_innermost_user_line():
     _C._pylines_reset(())
-    site, stack = _C._pylines_capture(11)  # capture-here
+    site, stack = _C._testing.pylines_capture(11)  # capture-here
     lines = _take()
     assert stack == 0xFFFFFFFF and lines.notes["correlation_id"].tolist() == [11]
     file, line, func, user = lines.sites[site]
@@ -55,11 +55,11 @@ def test_capture_without_the_gil_as_frameworks_call_cuda():
     _C._pylines_reset(())
 
     def launch(corr):
-        return _C._pylines_capture(corr, True, True)  # nogil-here
+        return _C._testing.pylines_capture(corr, True, True)  # nogil-here
 
     got = launch(3)
     lines = _take("stack")
-    if not _C._pylines_nogil():  # another Python: frames are read only with the GIL
+    if not _C._testing.pylines_nogil():  # another Python: frames are read only with the GIL
         assert got == (0xFFFFFFFF, 0xFFFFFFFF)
         return
     assert lines.sites[got[0]][:2] == (HERE, _line_of("nogil-here"))
@@ -69,7 +69,7 @@ def test_capture_without_the_gil_as_frameworks_call_cuda():
 def test_library_frames_are_skipped_to_the_user_line(tmp_path):
     lib = tmp_path / "fakelib" / "ops.py"
     lib.parent.mkdir()
-    lib.write_text("import gpuprofile._C as C\n\ndef op(corr):\n    return C._pylines_capture(corr)\n")
+    lib.write_text("import gpuprofile._C as C\n\ndef op(corr):\n    return C._testing.pylines_capture(corr)\n")
     code = compile(lib.read_text(), str(lib), "exec")
     ns: dict = {}
     exec(code, ns)
@@ -90,7 +90,7 @@ def test_stack_mode_interns_whole_stacks():
     _C._pylines_reset(())
 
     def inner(corr):
-        return _C._pylines_capture(corr, True)
+        return _C._testing.pylines_capture(corr, True)
 
     got = []
     for corr in (1, 2):
@@ -113,7 +113,7 @@ def test_the_cache_of_the_last_capture_gives_what_the_lookups_give(tmp_path):
     lib = tmp_path / "fakelib" / "ops.py"
     lib.parent.mkdir()
     lib.write_text("import gpuprofile._C as C\n\ndef op(corr, whole=False, cached=True):\n"
-                   "    return C._pylines_capture(corr, whole, False, cached)\n")
+                   "    return C._testing.pylines_capture(corr, whole, False, cached)\n")
     ns: dict = {}
     exec(compile(lib.read_text(), str(lib), "exec"), ns)
     op = ns["op"]
@@ -164,7 +164,7 @@ def test_a_new_code_object_at_a_dead_ones_address_is_not_taken_for_it():
     for k in range(200):
         name = f"/generated/mod{k:03d}.py"
         ns: dict = {}
-        exec(compile("import gpuprofile._C as C\ndef f(corr):\n    return C._pylines_capture(corr)\n",
+        exec(compile("import gpuprofile._C as C\ndef f(corr):\n    return C._testing.pylines_capture(corr)\n",
                      name, "exec"), ns)
         ns["f"](k)
         files.append(name)
@@ -214,12 +214,12 @@ def test_driver_launches_inside_runtime_launches_give_them_their_notes():
 
 def test_the_store_keeps_only_launch_records_and_hands_them_over():
     _C._pylines_reset(())
-    _C._pylines_api_record(RUNTIME, CUDA_LAUNCH_KERNEL, 100, 200, 10, 7)
-    _C._pylines_api_record(DRIVER, CU_LAUNCH_KERNEL, 120, 180, 11, 7)
-    _C._pylines_api_record(RUNTIME, CUDA_GET_DEVICE, 90, 95, 9, 7)  # not a launch: dropped
-    _C._pylines_api_record(DRIVER, CU_MEMCPY_HTOD, 130, 140, 12, 7)  # copies carry the driver id
-    _C._pylines_api_record(3, CUDA_LAUNCH_KERNEL, 1, 2, 13, 7)  # another kind: dropped
-    _C._pylines_capture(11)  # the driver launch's note
+    _C._testing.pylines_api_record(RUNTIME, CUDA_LAUNCH_KERNEL, 100, 200, 10, 7)
+    _C._testing.pylines_api_record(DRIVER, CU_LAUNCH_KERNEL, 120, 180, 11, 7)
+    _C._testing.pylines_api_record(RUNTIME, CUDA_GET_DEVICE, 90, 95, 9, 7)  # not a launch: dropped
+    _C._testing.pylines_api_record(DRIVER, CU_MEMCPY_HTOD, 130, 140, 12, 7)  # copies carry the driver id
+    _C._testing.pylines_api_record(3, CUDA_LAUNCH_KERNEL, 1, 2, 13, 7)  # another kind: dropped
+    _C._testing.pylines_capture(11)  # the driver launch's note
     raw = _C._pylines_take()
     api = np.frombuffer(raw["api"], pylines.API_RAW)
     assert api["correlation_id"].tolist() == [10, 11] and api["runtime"].tolist() == [1, 0]

@@ -25,14 +25,14 @@ def run_loop(p, steps, sync=True):
     with p:
         for i in range(steps):
             with gp.region(f"step{i}"):
-                C._probe_launch(i + 1, 32)
+                C._testing.probe_launch(i + 1, 32)
             if sync:  # each step's kernel ends inside its step (traces keep records overlapping them)
                 C._synchronize()
             p.step()
 
 
 def test_each_cycle_records_its_active_steps_and_is_handed_over_once(tmp_path):
-    C._probe_launch(1, 32)  # first launch (module load) outside the measurement
+    C._testing.probe_launch(1, 32)  # first launch (module load) outside the measurement
     C._synchronize()
     ready = []
 
@@ -70,7 +70,7 @@ def test_without_sync_the_loop_keeps_running_and_recorded_steps_are_all_there():
 def test_summary_sort_and_row_limit_on_a_real_trace():
     with gp.profile(memory=False, memcpy=False, memset=False) as p:
         for _ in range(3):
-            C._probe_launch(1, 32)
+            C._testing.probe_launch(1, 32)
         gp.kernels.spin(200_000)
     top = p.summary(sort_by="calls", row_limit=1)
     assert [(r.key, r.calls) for r in top.by_kernel] == [(PROBE, 3)]

@@ -35,14 +35,14 @@ def _subprocess(code, timeout=120):
 
 
 def test_probe_kernel_records_match_the_launch_and_region():
-    attrs = C._probe_attributes()
+    attrs = C._testing.probe_attributes()
     assert attrs["static_smem"] == attrs["declared_static_smem"] == 4096
     with gp.profile(memcpy=False, memset=False, memory=False) as p:
         with gp.region("outer"):
             with gp.region("probe"):
-                C._probe_launch((3, 2, 1), (64, 2, 1), dynamic_smem=1024)
-            C._probe_launch(5, 128)
-        C._probe_launch(1, 32)
+                C._testing.probe_launch((3, 2, 1), (64, 2, 1), dynamic_smem=1024)
+            C._testing.probe_launch(5, 128)
+        C._testing.probe_launch(1, 32)
     k = _by_name(p, PROBE)
     assert len(k) == 3, p.kernels["name"]
     assert [tuple(r) for r in k[["grid_x", "grid_y", "grid_z"]].tolist()] == [(3, 2, 1), (5, 1, 1),
@@ -62,7 +62,7 @@ def test_probe_kernel_records_match_the_launch_and_region():
     assert recs["name"][k["region_record"][0]] == "probe"
     assert (k["duration_ns"] > 0).all() and (k["correlation_id"] > 0).all()
     for row, (block, dyn) in zip(k, [(128, 1024), (128, 0), (32, 0)], strict=True):
-        assert row["active_blocks_per_sm"] == C._probe_occupancy(block, dyn)
+        assert row["active_blocks_per_sm"] == C._testing.probe_occupancy(block, dyn)
 
 
 @pytest.mark.parametrize("block", [32, 64, 96, 128, 256, 512, 1024])
@@ -70,9 +70,9 @@ def test_probe_kernel_records_match_the_launch_and_region():
 def test_occupancy_matches_cuda_calculator(block, dyn):
     props = C._device_properties(0)
     limits = limits_for((props["major"], props["minor"]), props)
-    regs = C._probe_attributes()["registers_per_thread"]
+    regs = C._testing.probe_attributes()["registers_per_thread"]
     _, blocks, _ = occupancy(limits, block, regs, 4096 + dyn)
-    assert blocks == C._probe_occupancy(block, dyn)
+    assert blocks == C._testing.probe_occupancy(block, dyn)
 
 
 def test_profile_started_inside_a_region_and_parent_after_child_exit():
@@ -126,7 +126,7 @@ def test_copies_and_sets_are_recorded_with_their_region():
     try:
         with gp.profile(kernels=False, memory=False) as p:
             with gp.region("copy"):
-                C._device_copy_from_host(ptr, bytes(n))
+                C._testing.device_copy_from_host(ptr, bytes(n))
                 C._device_memset(ptr, 7, n)
             C._synchronize()
     finally:
@@ -142,7 +142,7 @@ def test_copies_and_sets_are_recorded_with_their_region():
 def test_100k_kernels_none_dropped():
     n = 100_000
     with gp.profile(memcpy=False, memset=False, memory=False) as p, gp.region("loop"):
-        C._launch_empty(n)
+        C._testing.launch_empty(n)
     k = p.kernels
     empty = k[k["name"] == EMPTY]
     assert len(empty) == n and p.dropped == 0
@@ -164,7 +164,7 @@ def test_nested_profile_refused_and_track_inside_sees_the_allocation():
 
 def test_trace_of_a_real_profile(tmp_path):
     with gp.profile() as p, gp.region("step"):
-        C._probe_launch(2, 64)
+        C._testing.probe_launch(2, 64)
         gp.kernels.spin(100_000)
     path = p.export_chrome_trace(str(tmp_path / "t.json.gz"))
     import gzip
@@ -183,7 +183,7 @@ def test_summary_groups_a_real_profile():
         with gp.region("spins"):
             for _ in range(3):
                 gp.kernels.spin(50_000)
-        C._probe_launch(1, 64)
+        C._testing.probe_launch(1, 64)
     s = p.summary()
     rows = {r.key: r for r in s.by_kernel}
     assert rows[SPIN].calls == 3 and rows[SPIN].min_us >= 50
@@ -276,8 +276,8 @@ def test_device_reset_mid_profile_is_an_error_or_a_partial_result():
     code = """
         import gpuprofile as gp
         p = gp.profile().start()
-        gp._C._launch_empty(10)
-        gp._C._device_reset()
+        gp._C._testing.launch_empty(10)
+        gp._C._testing.device_reset()
         try:
             p.stop()
             print("STOPPED", len(p.kernels), p.partial)
