@@ -1,5 +1,5 @@
 /* Private launchers for the probe kernels (kernels/harness/probe.cu), for tests and benchmarks of
- * tracing: _C._probe_launch, _probe_attributes, _probe_occupancy, _launch_empty. */
+ * tracing: _C._testing.probe_launch, probe_attributes, probe_occupancy, launch_empty. */
 #ifndef GP_PROBES_H
 #define GP_PROBES_H
 
