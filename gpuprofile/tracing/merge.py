@@ -14,6 +14,7 @@ collectives) numbers, whatever the number of ranks. align.py explains the clocks
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,6 +28,21 @@ from .straggler import StragglerTable
 from .trace_input import TraceFileError, read_trace
 
 __all__ = ["MergeResult", "TraceFileError", "merge_traces", "read_trace"]
+
+
+def _files(paths) -> list:
+    """The rank files of `paths`, a folder standing for the traces under it (the partitioned
+    layout job/rank=R/trace.parquet), ordered by path with numbers compared as numbers."""
+    out = []
+    for p in paths:
+        if not os.path.isdir(p):
+            out.append(p)
+            continue
+        found = [os.path.join(root, name) for root, _, names in os.walk(p) for name in names
+                 if name.endswith((".parquet", ".json", ".json.gz"))]
+        out += sorted(found, key=lambda f: [int(x) if x.isdigit() else x
+                                            for x in re.split(r"(\d+)", f)])
+    return out
 
 
 def _summaries(paths, step: str, engine, options: dict) -> list:
@@ -238,7 +254,7 @@ def merge_traces(paths, output, step: str = "step", align: str = "auto", window=
         raise ValueError(f"align must be 'auto', 'wall' or 'collectives', got {align!r}")
     if isinstance(paths, (str, os.PathLike)):  # one file, not its characters
         paths = [paths]
-    paths = [os.fspath(p) for p in paths]
+    paths = _files([os.fspath(p) for p in paths])
     if not paths:
         raise ValueError("merge_traces: no trace files given")
     output = os.fspath(output)

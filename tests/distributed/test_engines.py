@@ -111,3 +111,40 @@ def test_dask_on_a_local_cluster_gives_identical_tables(tmp_path, monkeypatch):
     a = merge_traces(paths, tmp_path / "a.json", engine="duckdb")
     b = merge_traces(paths, tmp_path / "b.json", engine="dask", engine_options={"workers": 2})
     assert _tables(a) == _tables(b)
+
+
+def test_the_partitioned_layout_merges_as_a_folder_and_prunes_by_rank(tmp_path, monkeypatch):
+    import duckdb
+
+    job = tmp_path / "job"
+    paths = _ranks(job, monkeypatch, "four", "rank={rank}/trace.parquet")
+    assert [Path(p).relative_to(job).as_posix() for p in paths] == [
+        f"rank={r}/trace.parquet" for r in range(4)]
+    flat = merge_traces(paths, tmp_path / "a.json")
+    folder = merge_traces(job, tmp_path / "b.json")
+    assert _tables(flat) == _tables(folder)
+    con = duckdb.connect()
+    glob = f"{job.as_posix()}/*/*.parquet"
+    plan = con.execute(f"EXPLAIN ANALYZE SELECT count(*) FROM read_parquet('{glob}', "
+                       "hive_partitioning = true) WHERE rank = 2").fetchall()[0][1]
+    assert "Scanning Files: 1/4" in plan
+
+
+def test_the_benchmarks_fast_ranks_equal_the_profiles_export(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    world, steps, per_step = 12, 10, 5  # planted: every rank but 1 and 8
+    paths = R.export_ranks(tmp_path, monkeypatch, [None] * world, [0] * world, [0] * world,
+                           name="trace.parquet",
+                           make=lambda r, *_: R.scale_profile(r, world, steps, per_step))
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    template = pq.read_table(paths[1])
+    for r in range(world):
+        want = pq.read_table(paths[r])
+        got = R.scale_table(template, 1, r, world, steps, per_step)
+        meta = json.loads(want.schema.metadata[b"gpuprofile"])
+        meta["local_rank"] = r % 8
+        assert json.loads(got.schema.metadata[b"gpuprofile"]) == meta
+        for name in want.column_names:  # values; NaN (occupancy of non-kernels) as None
+            values = [[None if x != x else x for x in t.column(name).to_pylist()] for t in (got, want)]
+            assert values[0] == values[1], (r, name)
