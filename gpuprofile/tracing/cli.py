@@ -9,7 +9,7 @@ import os
 import sys
 
 from .._cli_common import write_json
-from .engines import DEFAULT_MEMORY_LIMIT, ENGINES, default_engine
+from .engines import DEFAULT_MEMORY_LIMIT, ENGINES
 
 MERGE_EXAMPLE = """\
 examples:
@@ -59,8 +59,8 @@ def add_parsers(sub, formatter) -> None:
                    help="also write the tables as CSV files in DIR: collectives, straggler, "
                         "steps, held_back")
     p.add_argument("--engine", choices=tuple(ENGINES), default=None,
-                   help="who computes the tables: duckdb (default when installed), numpy, dask "
-                        "(docs/distributed.md)")
+                   help="who computes the tables: numpy (default), duckdb (SQL), dask (a cluster; "
+                        "docs/distributed.md)")
     p.add_argument("--memory-limit", default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
                    help=f"duckdb: memory before it spills to --temp-dir (default {DEFAULT_MEMORY_LIMIT})")
     p.add_argument("--temp-dir", default=None, metavar="DIR", help="duckdb: where it spills")
@@ -117,7 +117,7 @@ def merge_main(args) -> int:
         window = None if args.window_ms is None else tuple(int(round(t * 1e6)) for t in args.window_ms)
         options = ({"scheduler": args.scheduler} if args.engine == "dask" else
                    {"memory_limit": args.memory_limit, "temp_directory": args.temp_dir}
-                   if args.engine in (None, "duckdb") and default_engine() == "duckdb" else {})
+                   if args.engine == "duckdb" else {})
         result = merge_traces(args.files, args.output, step=args.straggler_step, align=args.align,
                               steps=args.steps, window=window, engine=args.engine,
                               trace_ranks=args.trace_ranks, engine_options=options)

@@ -1,9 +1,10 @@
 """Who reduces the ranks for `gpuprofile merge` (pass 1: each rank's steps and NCCL kernels,
 analyses.RankSummary): the engines, one table (ENGINES), the merge takes one by name.
 
-- duckdb (the default when duckdb is installed): one SQL query (queries.py) over every rank's
-  Parquet file, in-process, out of core under `memory_limit`, spilling to `temp_directory`.
-- numpy: the hand-written pass, one rank at a time (analyses.summarize); needs nothing more.
+- numpy (the default): the hand-written pass, one rank at a time (analyses.summarize); needs
+  nothing more, and measured faster than DuckDB at this work (docs/distributed.md, "Engines").
+- duckdb: the analyses as SQL (queries.py), one query over every rank's Parquet file,
+  in-process, out of core under `memory_limit`, spilling to `temp_directory`.
 - dask: the hand-written pass mapped over a Dask cluster, one task per rank file; the files
   must be readable where the workers run. `scheduler`: a scheduler's address, or None for a
   local cluster of `workers` processes.
@@ -16,7 +17,6 @@ ranks x collectives numbers) and the same code for all.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 
 import numpy as np
@@ -27,20 +27,11 @@ from .rank_input import Scan, is_parquet, scan
 from .trace_input import TraceFileError, _check_meta
 
 ENGINES = {
-    "duckdb": "DuckDB in-process SQL, out of core (pip install duckdb)",
-    "numpy": "the hand-written NumPy pass, one rank at a time",
+    "numpy": "the hand-written NumPy pass, one rank at a time (the default: measured faster)",
+    "duckdb": "the analyses as SQL, DuckDB in-process, out of core (pip install duckdb)",
     "dask": "the NumPy pass as one task per rank on a Dask cluster (pip install 'dask[distributed]')",
 }
 DEFAULT_MEMORY_LIMIT = "2GB"
-
-
-def default_engine() -> str:
-    """duckdb when it can be imported, else numpy (the merge then needs only NumPy)."""
-    try:
-        import duckdb  # noqa: F401
-    except ImportError:
-        return "numpy"
-    return "duckdb"
 
 
 def rank_of(meta: dict, i: int) -> int:
@@ -54,7 +45,7 @@ def summaries(paths, step: str, engine: str | None = None, memory_limit: str = D
               temp_directory: str | None = None, scheduler: str | None = None,
               workers: int = 2) -> list:
     """Every rank reduced (analyses.RankSummary), in the order of `paths`."""
-    engine = default_engine() if engine is None else engine
+    engine = "numpy" if engine is None else engine
     if engine == "numpy":
         return [_summary(path, step, i) for i, path in enumerate(paths)]
     if engine == "duckdb":
@@ -143,9 +134,7 @@ def _connect(memory_limit: str, temp_directory: str | None):
     con = duckdb.connect(config={"memory_limit": memory_limit,
                                  "temp_directory": temp_directory or tempfile.gettempdir(),
                                  "preserve_insertion_order": False})
-    threads = os.environ.get("GPUPROFILE_DUCKDB_THREADS")
-    if threads:
-        con.execute(f"SET threads = {int(threads)}")
+    con.execute("SET enable_progress_bar = false")
     return duckdb, con
 
 
@@ -269,4 +258,4 @@ def _rank_summary(idx: int, path: str, meta: dict, gpus: list, step_cols: dict,
     return analyses.RankSummary(rank_of(meta, idx), path, meta, list(gpus), windows, per_step, nccl)
 
 
-__all__ = ["ENGINES", "Scan", "default_engine", "summaries"]
+__all__ = ["ENGINES", "Scan", "summaries"]

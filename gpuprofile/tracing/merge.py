@@ -246,8 +246,8 @@ def merge_traces(paths, output, step: str = "step", align: str = "auto", window=
     ends when every rank ran one), 'wall' or 'collectives'. `window`: (start, end) ns on the
     merged time line, or `steps`: (first, stop) or a range of steps: write only the events
     that overlap it (the tables cover every step). Reads one rank at a time (docs/distributed.md).
-    `engine`: who reduces the ranks for the tables, a name of engines.ENGINES ('duckdb', the
-    default when installed; 'numpy'; 'dask'), `engine_options` its keywords (memory_limit,
+    `engine`: who reduces the ranks for the tables, a name of engines.ENGINES ('numpy', the
+    default; 'duckdb'; 'dask'), `engine_options` its keywords (memory_limit,
     temp_directory; scheduler, workers). `trace_ranks`: the ranks whose events the trace holds
     (default: all; the tables cover every rank). Returns a MergeResult (print it)."""
     if align not in ("auto", "wall", "collectives"):

@@ -1,5 +1,5 @@
-"""The per-rank analyses of `gpuprofile merge` as SQL, run by DuckDB in-process (the default
-engine, engines.py). One query reduces every rank at once, out of core under a memory limit:
+"""The per-rank analyses of `gpuprofile merge` as SQL, run by DuckDB in-process (engine
+'duckdb', engines.py). One query reduces every rank at once, out of core under a memory limit:
 per step, compute, communication, their overlap, exposed communication and idle time; per NCCL
 kernel, its times and how long the GPU sat idle right before it. analyses.summarize computes
 the same numbers with NumPy a rank at a time; the tests hold the two to identical results.

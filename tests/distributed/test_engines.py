@@ -100,7 +100,7 @@ def test_a_damaged_parquet_rank_is_named(tmp_path, monkeypatch):
 
 def test_unknown_engine_is_refused(tmp_path, monkeypatch):
     paths = _ranks(tmp_path, monkeypatch, "two", "trace.parquet")
-    with pytest.raises(ValueError, match="engine must be one of duckdb, numpy, dask"):
+    with pytest.raises(ValueError, match="engine must be one of numpy, duckdb, dask"):
         merge_traces(paths, tmp_path / "m.json", engine="spark")
 
 
