@@ -65,7 +65,7 @@ def rank_path(path, info: RankInfo | None = None) -> str:
     path = os.fspath(path)
     info = info or rank_info()
     if "{rank}" in path:
-        head, tail = os.path.split(path)
+        head = os.path.dirname(path)
         if "{rank}" in head:
             os.makedirs(head.replace("{rank}", str(info.rank)), exist_ok=True)
         return path.replace("{rank}", str(info.rank))
