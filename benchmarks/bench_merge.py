@@ -157,13 +157,15 @@ def main() -> None:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--paths", nargs="*", help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
-    ap.add_argument("--world", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--world", type=int, default=None,
+                    help="ranks of the job the data is made for (default: the largest of --ranks); "
+                         "smaller points merge its first ranks")
     args = ap.parse_args()
     if args.child:
         print(json.dumps(child(args)))
         return
     counts = [int(x) for x in args.ranks.split(",")]
-    world = max(counts)
+    world = max(args.world or 0, *counts)
     data = args.data or os.path.join(tempfile.gettempdir(), f"gp-merge-{args.format}-{world}x{args.events}")
     t0 = time.perf_counter()
     paths = _generate(data, world, args.events, args.format)
