@@ -17,6 +17,7 @@ ranks x collectives numbers) and the same code for all.
 from __future__ import annotations
 
 import json
+import logging
 import tempfile
 
 import numpy as np
@@ -77,8 +78,10 @@ def dask_summaries(paths, step: str, scheduler: str | None, workers: int) -> lis
     task is raised here as it was raised there."""
     distributed = _require("distributed", "'dask[distributed]'")
     if scheduler is None:
+        # silence_logs: a rank's TraceFileError is raised here, not logged by a worker too
         cluster = distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
-                                           processes=True, dashboard_address=None)
+                                           processes=True, dashboard_address=None,
+                                           silence_logs=logging.CRITICAL)
         client = distributed.Client(cluster)
     else:
         cluster, client = None, distributed.Client(scheduler)

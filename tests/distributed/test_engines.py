@@ -111,6 +111,10 @@ def test_dask_on_a_local_cluster_gives_identical_tables(tmp_path, monkeypatch):
     a = merge_traces(paths, tmp_path / "a.json", engine="duckdb")
     b = merge_traces(paths, tmp_path / "b.json", engine="dask", engine_options={"workers": 2})
     assert _tables(a) == _tables(b)
+    foreign = tmp_path / "foreign.json"  # a worker's TraceFileError reaches the caller
+    foreign.write_text(json.dumps({"traceEvents": []}))
+    with pytest.raises(TraceFileError, match="foreign.json: a foreign trace"):
+        merge_traces([paths[0], foreign], tmp_path / "c.json", engine="dask")
 
 
 def test_the_partitioned_layout_merges_as_a_folder_and_prunes_by_rank(tmp_path, monkeypatch):
