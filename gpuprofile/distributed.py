@@ -59,10 +59,15 @@ def rank_info() -> RankInfo:
 def rank_path(path, info: RankInfo | None = None) -> str:
     """`path` for this rank: a `{rank}` placeholder is filled in; otherwise, when the job has
     more than one rank, `.rank{r}` goes before the extension (trace.json.gz ->
-    trace.rank1.json.gz, results.json -> results.rank1.json). Single-process paths are kept."""
+    trace.rank1.json.gz, results.json -> results.rank1.json). Single-process paths are kept.
+    A folder named by the placeholder is made (job/rank={rank}/trace.parquet: the partitioned
+    layout of docs/distributed.md)."""
     path = os.fspath(path)
     info = info or rank_info()
     if "{rank}" in path:
+        head = os.path.dirname(path)
+        if "{rank}" in head:
+            os.makedirs(head.replace("{rank}", str(info.rank)), exist_ok=True)
         return path.replace("{rank}", str(info.rank))
     if info.world_size <= 1:
         return path

@@ -9,6 +9,7 @@ import os
 import sys
 
 from .._cli_common import write_json
+from .engines import DEFAULT_MEMORY_LIMIT, ENGINES
 
 MERGE_EXAMPLE = """\
 examples:
@@ -16,6 +17,7 @@ examples:
   gpuprofile merge trace.rank*.json.gz -o merged.json.gz
   gpuprofile merge trace.rank*.json.gz -o merged.json.gz --straggler-step train_step --json m.json
   gpuprofile merge trace.rank*.parquet -o steps3-5.json.gz --steps 3:5 --tables tables/
+  gpuprofile merge trace.rank*.parquet -o ranks0-7.json.gz --trace-ranks 0-7 --engine dask
 
 Reads the ranks one at a time (Chrome JSON or Parquet from p.export_parquet, which is faster),
 so memory holds one rank, not the job.
@@ -56,7 +58,33 @@ def add_parsers(sub, formatter) -> None:
     p.add_argument("--tables", default=None, metavar="DIR",
                    help="also write the tables as CSV files in DIR: collectives, straggler, "
                         "steps, held_back")
+    p.add_argument("--engine", choices=tuple(ENGINES), default=None,
+                   help="who computes the tables: numpy (default), duckdb (SQL), dask (a cluster; "
+                        "docs/distributed.md)")
+    p.add_argument("--memory-limit", default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
+                   help=f"duckdb: memory before it spills to --temp-dir (default {DEFAULT_MEMORY_LIMIT})")
+    p.add_argument("--temp-dir", default=None, metavar="DIR", help="duckdb: where it spills")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="dask: a scheduler's address (default: a local cluster)")
+    p.add_argument("--trace-ranks", default=None, metavar="LIST", type=_ranks,
+                   help="write only these ranks' events to the trace, e.g. 0,37,512-519 "
+                        "(the tables cover every rank)")
     p.set_defaults(func=merge_main)
+
+
+def _ranks(text: str) -> list:
+    """argparse type of a list of ranks and ranges: '0,3,8-15'."""
+    out = []
+    try:
+        for part in filter(None, text.split(",")):
+            a, _, b = part.partition("-")
+            lo, hi = int(a), int(b or a)
+            if lo < 0 or hi < lo:
+                raise ValueError
+            out.extend(range(lo, hi + 1))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected ranks like 0,3,8-15, got {text!r}") from None
+    return out
 
 
 def _span(kind):
@@ -87,8 +115,12 @@ def merge_main(args) -> int:
 
     try:
         window = None if args.window_ms is None else tuple(int(round(t * 1e6)) for t in args.window_ms)
+        options = ({"scheduler": args.scheduler} if args.engine == "dask" else
+                   {"memory_limit": args.memory_limit, "temp_directory": args.temp_dir}
+                   if args.engine == "duckdb" else {})
         result = merge_traces(args.files, args.output, step=args.straggler_step, align=args.align,
-                              steps=args.steps, window=window)
+                              steps=args.steps, window=window, engine=args.engine,
+                              trace_ranks=args.trace_ranks, engine_options=options)
     except ValueError as exc:  # TraceFileError names the file
         print(f"gpuprofile merge: error: {exc}", file=sys.stderr)
         return 2

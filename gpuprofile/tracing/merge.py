@@ -14,31 +14,20 @@ collectives) numbers, whatever the number of ranks. align.py explains the clocks
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .._format import html_table, text_table
 from .._tables import Tabular
-from . import analyses, nccl
+from . import analyses, engines, nccl
 from .align import collective_corrections, wall_shifts
 from .merge_writer import _write, nccl_name, rank_events
-from .rank_input import scan
 from .straggler import StragglerTable
 from .trace_input import TraceFileError, read_trace
 
 __all__ = ["MergeResult", "TraceFileError", "merge_traces", "read_trace"]
-
-
-def _rank_of(meta: dict, i: int, path: str) -> int:
-    """The rank a file's metadata names (its position among the files when it names none);
-    TraceFileError naming the file for a rank that is not an int from 0 to 2**31 - 1."""
-    if meta.get("rank") is None:
-        return i
-    rank = meta["rank"]
-    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < 2**31:
-        raise TraceFileError(f"{path}: its rank is {rank!r}, not an int from 0 to 2**31 - 1")
-    return rank
 
 
 def _check_world(ranks) -> None:
@@ -59,13 +48,25 @@ def _check_world(ranks) -> None:
                              "one job")
 
 
-def _summaries(paths, step: str) -> list:
-    """Pass 1: every rank reduced (analyses.RankSummary), one file at a time, sorted by rank."""
-    ranks = []
-    for i, path in enumerate(paths):
-        s = scan(path, step)
-        ranks.append(analyses.summarize(_rank_of(s.meta, i, path), path, s))
-        del s
+def _files(paths) -> list:
+    """The rank files of `paths`, a folder standing for the traces under it (the partitioned
+    layout job/rank=R/trace.parquet), ordered by path with numbers compared as numbers."""
+    out = []
+    for p in paths:
+        if not os.path.isdir(p):
+            out.append(p)
+            continue
+        found = [os.path.join(root, name) for root, _, names in os.walk(p) for name in names
+                 if name.endswith((".parquet", ".json", ".json.gz"))]
+        out += sorted(found, key=lambda f: [int(x) if x.isdigit() else x
+                                            for x in re.split(r"(\d+)", f)])
+    return out
+
+
+def _summaries(paths, step: str, engine, options: dict) -> list:
+    """Pass 1: every rank reduced (analyses.RankSummary) by `engine` (engines.py), sorted by
+    rank."""
+    ranks = engines.summaries(paths, step, engine, **options)
     _check_world(ranks)
     seen = [r.rank for r in ranks]
     for k, r in enumerate(ranks):
@@ -174,9 +175,10 @@ def _window(ranks, n_steps: int, window, steps):
     return None
 
 
-def _events(ranks, matched, rows, window):
+def _events(ranks, matched, rows, window, trace_ranks):
     for i, r in enumerate(ranks):
-        yield from rank_events(r, _notes(ranks, i, matched, rows), window)
+        if trace_ranks is None or r.rank in trace_ranks:
+            yield from rank_events(r, _notes(ranks, i, matched, rows), window)
 
 
 @dataclass
@@ -254,7 +256,8 @@ class MergeResult(Tabular):
 
 
 def merge_traces(paths, output, step: str = "step", align: str = "auto", window=None,
-                 steps=None) -> MergeResult:
+                 steps=None, engine: str | None = None, trace_ranks=None,
+                 engine_options: dict | None = None) -> MergeResult:
     """Merge per-rank traces (Chrome JSON or Parquet, mixed as they come) into `output`, a
     Chrome/Perfetto trace (gzip when it ends in .gz): one process per rank, clocks aligned,
     NCCL kernels named by collective with bytes and bandwidth. `step`: the region that
@@ -262,16 +265,20 @@ def merge_traces(paths, output, step: str = "step", align: str = "auto", window=
     ends when every rank ran one), 'wall' or 'collectives'. `window`: (start, end) ns on the
     merged time line, or `steps`: (first, stop) or a range of steps: write only the events
     that overlap it (the tables cover every step). Reads one rank at a time (docs/distributed.md).
-    Returns a MergeResult (print it)."""
+    `engine`: who reduces the ranks for the tables, a name of engines.ENGINES ('numpy', the
+    default; 'duckdb'; 'dask'), `engine_options` its keywords (memory_limit,
+    temp_directory; scheduler, workers). `trace_ranks`: the ranks whose events the trace holds
+    (default: all; the tables cover every rank). Returns a MergeResult (print it)."""
     if align not in ("auto", "wall", "collectives"):
         raise ValueError(f"align must be 'auto', 'wall' or 'collectives', got {align!r}")
     if isinstance(paths, (str, os.PathLike)):  # one file, not its characters
         paths = [paths]
-    paths = [os.fspath(p) for p in paths]
+    paths = _files([os.fspath(p) for p in paths])
     if not paths:
         raise ValueError("merge_traces: no trace files given")
     output = os.fspath(output)
-    ranks = _summaries(paths, step)
+    trace_ranks = None if trace_ranks is None else {int(r) for r in trace_ranks}
+    ranks = _summaries(paths, step, engine, dict(engine_options or {}))
     matched = analyses.match(ranks)
     alignment = _align(ranks, matched, align)
     shifts = np.array([r.shift_ns for r in ranks], np.int64)
@@ -281,7 +288,7 @@ def merge_traces(paths, output, step: str = "step", align: str = "auto", window=
     n_steps = min((len(r.steps) for r in ranks), default=0)
     written = _window(ranks, n_steps, window, steps)
     s_rows, last, first = analyses.straggler(ranks, matched, starts, ends, n_steps)
-    _write(output, _events(ranks, matched, rows, written))
+    _write(output, _events(ranks, matched, rows, written, trace_ranks))
     info = [{"rank": r.rank, "file": r.path, "hostname": r.meta.get("hostname"),
              "world_size": r.meta.get("world_size"), "shift_ns": r.shift_ns,
              "clock_pair": r.meta.get("clock_pair")} for r in ranks]

@@ -143,3 +143,62 @@ def scale_profile(rank: int, world: int, steps: int, per_step: int, seed: int = 
                offset_uncertainty_ns=20, chunk=w.chunk, clock_pair=pair)
     limits = {d: S.LIMITS[0] for d in range(8)}
     return Profile._from_window(w, S.region_records(spec), limits)
+
+
+def _clock(rank: int, seed: int = 0) -> tuple:
+    """(cupti_base, wall_error) of a scale_profile rank: the draws it makes first."""
+    rng = np.random.default_rng(seed * 1_000_003 + rank)
+    return 1_000_000_000 * (rank + 1) + int(rng.integers(0, 1_000_000)), int(rng.integers(-50_000, 50_000))
+
+
+def scale_table(template, template_rank: int, rank: int, world: int, steps: int, per_step: int):
+    """The Arrow table that scale_profile(rank, ...) exports as Parquet, derived from the one of
+    `template_rank`, a rank planted in no step, in a fraction of the time (no Profile, no
+    string columns built again): every time moves by the difference of the two ranks' CUPTI
+    clocks, and the steps where `rank` is planted get its slower kernels or its late launch.
+    tests/distributed/test_engines.py holds it equal to the slow path."""
+    import json
+
+    import pyarrow as pa
+
+    from gpuprofile.tracing.columns import META_KEY
+
+    base_t, _ = _clock(template_rank)
+    base, wall_error = _clock(rank)
+    start = template.column("start_ns").to_numpy() + (base - base_t)
+    end = template.column("end_ns").to_numpy() + (base - base_t)
+    kind = template.column("kind").to_numpy(zero_copy_only=False)
+    record = template.column("record").to_numpy()
+    lates = [planted(k, world)[2] for k in range(steps)]
+    period = per_step * (KERNEL_NS + GAP_NS) + 3 * max(lates) + TRANSFER_NS + 10_000
+    for k in range(steps):
+        who, why, late = planted(k, world)
+        if who != rank:
+            continue
+        step0 = base + 1000 + k * period
+        length = KERNEL_NS + late // per_step + 1 if why == "compute" else KERNEL_NS
+        a = per_step * (length + GAP_NS) + GAP_NS + (late if why == "late launch" else 0)
+        first = k * (per_step + 1)
+        j = np.arange(per_step, dtype=np.int64)
+        start[first:first + per_step] = step0 + j * (length + GAP_NS)
+        end[first:first + per_step] = start[first:first + per_step] + length
+        start[first + per_step] = step0 + a
+        patches = (((kind == "region") & (record == 2 * k), None, step0 + a + 2000),
+                   ((kind == "region") & (record == 2 * k + 1), step0 + a - 1000, step0 + a + 1000),
+                   ((kind == "region (GPU)") & (record == 2 * k + 1), step0 + a, None))
+        for rows, lo, hi in patches:
+            if lo is not None:
+                start[rows] = lo
+            if hi is not None:
+                end[rows] = hi
+    device = template.column("device").to_numpy().copy()
+    device[(kind != "region") & (device >= 0)] = rank % 8
+    cols = {"rank": pa.array(np.full(len(start), rank, np.int32)), "start_ns": pa.array(start),
+            "end_ns": pa.array(end), "device": pa.array(device)}
+    table = pa.Table.from_arrays([cols.get(n, template.column(n)) for n in template.column_names],
+                                 names=template.column_names)
+    meta = json.loads(template.schema.metadata[META_KEY])
+    meta.update(rank=rank, local_rank=rank % 8, time_zero_cupti_ns=meta["time_zero_cupti_ns"] + base - base_t,
+                clock_pair={"cupti_ns": base + 10_000, "wall_ns": WALL0 + 10_000 + wall_error,
+                            "uncertainty_ns": 100})
+    return table.replace_schema_metadata({META_KEY: json.dumps(meta).encode()})

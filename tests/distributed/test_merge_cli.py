@@ -72,3 +72,20 @@ def test_merge_names_a_foreign_trace(tmp_path, monkeypatch):
                               "or another tool's: no otherData.gpuprofile): merge reads the per-rank "
                               "traces that gpuprofile's Profile.export_chrome_trace writes\n")
         assert not (tmp_path / "m.json").exists()
+
+
+def test_merge_engine_and_trace_ranks_options(tmp_path, monkeypatch):
+    paths = R.export_ranks(tmp_path, monkeypatch, [RANK0, RANK1], BASES, WALL_ERROR)
+    runs = {}
+    for engine in ("numpy", "duckdb"):
+        out = gpuprofile("merge", *paths, "-o", tmp_path / f"{engine}.json", "--engine", engine,
+                         "--trace-ranks", "1", "--json", tmp_path / f"{engine}-summary.json",
+                         "--memory-limit", "200MB", "--temp-dir", tmp_path, cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        runs[engine] = json.loads((tmp_path / f"{engine}-summary.json").read_text())
+        events = json.loads((tmp_path / f"{engine}.json").read_text())["traceEvents"]
+        assert {e["pid"] for e in events if e.get("ph") == "X"} == {1}
+    assert runs["numpy"]["steps"] == runs["duckdb"]["steps"]
+    assert runs["numpy"]["held_back"] == runs["duckdb"]["held_back"]
+    out = gpuprofile("merge", *paths, "-o", tmp_path / "x.json", "--trace-ranks", "3-1", cwd=tmp_path)
+    assert out.returncode == 2 and "expected ranks like 0,3,8-15" in out.stderr

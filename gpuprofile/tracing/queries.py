@@ -1,0 +1,124 @@
+"""The per-rank analyses of `gpuprofile merge` as SQL, run by DuckDB in-process (engine
+'duckdb', engines.py). One query reduces every rank at once, out of core under a memory limit:
+per step, compute, communication, their overlap, exposed communication and idle time; per NCCL
+kernel, its times and how long the GPU sat idle right before it. analyses.summarize computes
+the same numbers with NumPy a rank at a time; the tests hold the two to identical results.
+
+The query reads two relations, whatever the files were:
+- kernels(idx, row, s, e, op, alg, proto, nbytes): idx is the file's position in the merge,
+  row the kernel's row (Parquet) or event index (Chrome JSON) in its file, s and e ns from the
+  rank's time zero, op NCCL's collective ('' for compute), nbytes -1 when unknown;
+- windows(idx, step, lo, hi): the step region's windows, step k being the k-th by (lo, hi).
+Parquet files that Profile.export_parquet wrote are read by DuckDB directly
+(parquet_kernels / parquet_windows); any other file (Chrome JSON, or Parquet of another shape)
+is scanned and checked by rank_input.scan and handed to DuckDB as arrays.
+
+Union of intervals in SQL: sorted by start, an interval opens a new run when it starts after
+the latest end before it (touching intervals join); the covered length of a run set inside a
+window [lo, hi) is before(hi) - before(lo), before(t) being the running total of the runs that
+start before t minus the part of the last of them that reaches past t: an ASOF join.
+"""
+
+from __future__ import annotations
+
+INT64_MAX = 2**63 - 1
+
+# the kernels and step windows of the Parquet files in `files` (file, idx, zero)
+PARQUET_KERNELS = """
+SELECT f.idx, p.file_row_number AS row, p.start_ns - f.zero AS s, p.end_ns - f.zero AS e,
+       p.collective AS op, p.nccl_algorithm AS alg, p.nccl_protocol AS proto,
+       p.collective_bytes AS nbytes
+FROM read_parquet({files}, filename = true, file_row_number = true) p
+JOIN files f ON p.filename = f.file
+WHERE p.kind = 'kernel'
+"""
+
+PARQUET_WINDOWS = """
+WITH spans AS (
+    SELECT f.idx, p.kind, p.record, min(p.start_ns - f.zero) AS lo, max(p.end_ns - f.zero) AS hi
+    FROM read_parquet({files}, filename = true) p JOIN files f ON p.filename = f.file
+    WHERE p.name = {step} AND p.kind IN ('region (GPU)', 'region')
+    GROUP BY ALL),
+-- the GPU span of the step region when the rank has one, else its host region
+pick AS (
+    SELECT idx, CASE WHEN bool_or(kind = 'region (GPU)') THEN 'region (GPU)' ELSE 'region' END AS kind
+    FROM spans GROUP BY idx)
+SELECT idx, row_number() OVER (PARTITION BY idx ORDER BY lo, hi) - 1 AS step, lo, hi
+FROM spans JOIN pick USING (idx, kind)
+"""
+
+# per file: what rank_input.read_parquet checks of the scanned columns, and the devices seen
+PARQUET_CHECKS = """
+SELECT f.idx,
+       count(*) FILTER (WHERE p.kind IS NULL OR p.name IS NULL OR p.start_ns IS NULL
+                        OR p.end_ns IS NULL OR p.device IS NULL OR p.record IS NULL
+                        OR p.collective IS NULL OR p.nccl_algorithm IS NULL
+                        OR p.nccl_protocol IS NULL OR p.collective_bytes IS NULL) AS nulls,
+       count(*) FILTER (WHERE p.kind NOT IN {kinds}) AS unknown_kinds,
+       coalesce(max(greatest(abs(p.start_ns), abs(p.end_ns))), 0) AS max_clock,
+       coalesce(max(greatest(abs(p.start_ns - f.zero), abs(p.end_ns - f.zero))), 0) AS max_time,
+       coalesce(min(p.device), -1) AS min_device, coalesce(max(p.device), -1) AS max_device,
+       list(DISTINCT p.device ORDER BY p.device) FILTER (WHERE p.kind <> 'region'
+                                                         AND p.device <> -1) AS gpus
+FROM read_parquet({files}, filename = true) p JOIN files f ON p.filename = f.file
+GROUP BY f.idx
+"""
+
+# per step of every rank: STEP_FIELDS (analyses.py)
+STEPS = """
+WITH iv AS (  -- class 0: every kernel, 1: compute (non-NCCL), 2: NCCL
+    SELECT idx, 0 AS cls, s, e FROM kernels WHERE e > s
+    UNION ALL
+    SELECT idx, CASE WHEN op = '' THEN 1 ELSE 2 END, s, e FROM kernels WHERE e > s),
+opens AS (
+    SELECT idx, cls, s, e,
+           max(e) OVER (PARTITION BY idx, cls ORDER BY s, e
+                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS latest
+    FROM iv),
+numbered AS (
+    SELECT idx, cls, s, e,
+           sum(CASE WHEN latest IS NULL OR s > latest THEN 1 ELSE 0 END)
+               OVER (PARTITION BY idx, cls ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS run
+    FROM opens),
+runs AS (SELECT idx, cls, min(s) AS rs, max(e) AS re FROM numbered GROUP BY idx, cls, run),
+cum AS (
+    SELECT idx, cls, rs, re,
+           CAST(sum(re - rs) OVER (PARTITION BY idx, cls ORDER BY rs ROWS UNBOUNDED PRECEDING)
+                AS BIGINT) AS total
+    FROM runs),
+bounds AS (
+    SELECT w.idx, w.step, c.cls, w.lo, greatest(w.hi, w.lo) AS hi
+    FROM windows w CROSS JOIN (VALUES (0), (1), (2)) c(cls)),
+at_lo AS (
+    SELECT b.idx, b.step, b.cls, b.hi, coalesce(c.total - greatest(c.re - b.lo, 0), 0) AS v
+    FROM bounds b ASOF LEFT JOIN cum c ON b.idx = c.idx AND b.cls = c.cls AND b.lo > c.rs),
+at_hi AS (
+    SELECT b.idx, b.step, b.cls, coalesce(c.total - greatest(c.re - b.hi, 0), 0) - b.v AS v
+    FROM at_lo b ASOF LEFT JOIN cum c ON b.idx = c.idx AND b.cls = c.cls AND b.hi > c.rs),
+per AS (
+    SELECT idx, step,
+           sum(v) FILTER (WHERE cls = 0) AS busy, sum(v) FILTER (WHERE cls = 1) AS compute,
+           sum(v) FILTER (WHERE cls = 2) AS comm
+    FROM at_hi GROUP BY idx, step)
+SELECT w.idx, w.step, w.lo, w.hi, greatest(w.hi - w.lo, 0) AS step_ns,
+       CAST(p.compute AS BIGINT) AS compute_ns, CAST(p.comm AS BIGINT) AS collective_ns,
+       CAST(p.compute + p.comm - p.busy AS BIGINT) AS overlap_ns,
+       CAST(p.busy - p.compute AS BIGINT) AS exposed_ns,
+       CAST(greatest(w.hi - w.lo, 0) - p.busy AS BIGINT) AS idle_ns
+FROM windows w JOIN per p USING (idx, step)
+ORDER BY w.idx, w.step
+"""
+
+# every NCCL kernel of every rank, by start, with the GPU's idle time right before it (since
+# the end of every kernel that started earlier; the rank's first kernel: INT64_MAX, "since ever")
+NCCL = f"""
+WITH prior AS (
+    SELECT idx, row, s, e, op, alg, proto, nbytes,
+           max(e) OVER (PARTITION BY idx ORDER BY s, row
+                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS latest
+    FROM kernels)
+SELECT idx, s, e, op, alg, proto, nbytes, row,
+       CASE WHEN latest IS NULL THEN {INT64_MAX} ELSE greatest(s - latest, 0) END AS idle_before
+FROM prior WHERE op <> ''
+ORDER BY idx, s, row
+"""
