@@ -1,5 +1,5 @@
 """The Python half of CUPTI activity tracing: the record kinds of the C table (KINDS, read from
-_C.RECORD_KINDS: csrc/tracing/records.c defines every kind and its layout once), and the
+_C.RECORD_KINDS: csrc/tracing/record_kinds.c defines every kind and its layout once), and the
 collection of records for every consumer (profiles, memory trackers and memory=True regions)
 that is active while they arrive.
 
@@ -20,7 +20,7 @@ from .._foreign import torch_profiler_active
 from ..distributed import clock_pair
 from .attribution import attribute  # noqa: F401  (re-exported: memory, tests)
 
-# The mask bits a consumer asks for (csrc/tracing/records.h's GP_ACT_*).
+# The mask bits a consumer asks for (csrc/tracing/record_kinds.h's GP_ACT_*).
 BITS: dict = dict(_C.ACTIVITY_BITS)
 KERNELS, MEMCPY, MEMSET, MEMORY = BITS["kernels"], BITS["memcpy"], BITS["memset"], BITS["memory"]
 REGIONS, API = BITS["regions"], BITS["api"]
@@ -28,7 +28,7 @@ REGIONS, API = BITS["regions"], BITS["api"]
 
 @dataclass(frozen=True)
 class Kind:
-    """One kind of activity record: a row of the C table (_C.RECORD_KINDS, csrc/tracing/records.h),
+    """One kind of activity record: a row of the C table (_C.RECORD_KINDS, csrc/tracing/record_kinds.c),
     as Kineto's ActivityType is one kind of its trace. `raw` is the NumPy dtype of its C struct;
     `start`/`end` the columns a time window clips on (None: never clipped); `bit` the mask bit
     that asks for it."""

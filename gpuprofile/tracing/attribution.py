@@ -50,7 +50,7 @@ def attribute(correlation_ids, extcorr) -> np.ndarray:
 
 NO_STREAM = 0xFFFFFFFF  # a region stream CUPTI could not name
 END = 1 << 32  # after every correlation id (CUPTI's are 32-bit)
-# A region stream row's edge (records.h): bounds from the region's own event records, or the
+# A region stream row's edge (record_kinds.h): bounds from the region's own event records, or the
 # enter and exit bounds of a region on the CUPTI clock.
 EDGE_EVENTS, EDGE_ENTER, EDGE_EXIT = 0, 1, 2
 
