@@ -26,7 +26,7 @@ static int session; /* kinds are in use: we hold a claim on the CUPTI subscriber
 _Static_assert(GP_ACT_REGIONS == 1 << REGIONS_GROUP && GP_ACT_API == 1 << API_GROUP, "groups");
 
 /* The CUPTI kinds group k enables: those of the record kinds its bit asks for, in table order
- * (records.h). The regions group enables none (its records are noted by callbacks); the API
+ * (record_kinds.h). The regions group enables none (its records are noted by callbacks); the API
  * group's records are enabled by callback id (api_enable below). */
 static int
 cupti_kinds(int k, CUpti_ActivityKind out[GP_N_RECORD_KINDS])
