@@ -29,6 +29,17 @@ def _get(result, key):
     return result.get(key) if isinstance(result, dict) else getattr(result, key, None)
 
 
+def _finite(value) -> float | None:
+    """value as a finite float, or None (not a number, a bool, beyond a float's range, not finite)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:  # an int too large for a float (a damaged or hostile file)
+        return None
+    return value if math.isfinite(value) else None
+
+
 def _number_problem(key: str, value) -> str | None:
     if value is None:
         return f"{key!r} is null (a number that was not finite when saved)"
@@ -74,10 +85,8 @@ def problem(result) -> str | None:
 def _slack(result) -> float:
     """How far a saved interval may reach past its samples: the clock's resolution it was
     widened by (bench/_stats.resolve), or nothing where the result does not say."""
-    step = _get(result, "resolution_ms")
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or not math.isfinite(step) or step < 0:
-        return 0.0
-    return float(step)
+    step = _finite(_get(result, "resolution_ms"))
+    return 0.0 if step is None or step < 0 else step
 
 
 def _rounds_problem(result, low: float, high: float) -> str | None:
@@ -111,9 +120,8 @@ def _outside(low: float, high: float, lo_bound: float, hi_bound: float) -> bool:
 def _extremes_problem(result, low: float, high: float) -> str | None:
     """Without samples: the interval's ends are order statistics (or round medians) of the
     samples, so they cannot lie beyond the saved min and max by more than the resolution."""
-    lo, hi = _get(result, "min_ms"), _get(result, "max_ms")
-    if any(isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x)
-           for x in (lo, hi)):
+    lo, hi = _finite(_get(result, "min_ms")), _finite(_get(result, "max_ms"))
+    if lo is None or hi is None:
         return None  # pytest-benchmark files and older saves may lack them: nothing to check
     step = _slack(result)
     if _outside(low, high, lo - step, hi + step):
@@ -262,9 +270,10 @@ def threshold_pct(value, clock: str | None = None) -> float:
     """A threshold in percent, checked: a finite number >= 0 (None: the default for `clock`)."""
     if value is None:
         return default_threshold(clock)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    pct = _finite(value)
+    if pct is None or pct < 0:
         raise ValueError(f"the threshold must be a finite number of percent >= 0, got {value!r}")
-    return float(value)
+    return pct
 
 
 def decide(ratio: float, low: float, high: float, *, threshold: float | None = None,
