@@ -75,11 +75,17 @@ def frame(rows, index: str | None = None) -> pandas.DataFrame:
 def column_name(header: str) -> str:
     """The DataFrame/CSV column of a printed header: `total ms` -> total_ms, `% busy` ->
     pct_busy, `occupancy %` -> occupancy_pct, `GPU idle before us` -> gpu_idle_before_us
-    (the unit stays the last word, one unit per column)."""
-    words = header.replace("%", " pct ").replace("'", "").lower().split()
+    (the unit stays the last word, one unit per column; `mean µs` -> mean_us, ASCII names)."""
+    words = header.replace("%", " pct ").replace("'", "").replace("µ", "u").lower().split()
     if words[:1] == ["pct"] and len(words) > 1:  # "% busy" reads as pct_busy
         words = ["pct", *words[1:]]
     return "_".join(words)
+
+
+def named_row(headers, cells) -> dict:
+    """A table row keyed by its printed headers' column names (column_name), so that to_pandas()
+    and to_csv() name and scale each value as the printed table does."""
+    return {column_name(h): v for h, v in zip(headers, cells, strict=True)}
 
 
 def array_frame(array) -> pandas.DataFrame:

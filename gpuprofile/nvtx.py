@@ -104,7 +104,9 @@ class Domain:
         return _C._nvtx_push(*args) if _TOOL or _probe() else _NO_TOOL
 
     def pop_range(self) -> int:
-        return _C._nvtx_pop(self._handle) if _TOOL or (_TOOL is None and _probe()) else _NO_TOOL
+        if _TOOL is False:  # the common case first: one comparison, then return
+            return _NO_TOOL
+        return _C._nvtx_pop(self._handle) if _TOOL or _probe() else _NO_TOOL
 
     def start_range(self, attributes=None, **kwargs) -> int:
         args = self._attributes(attributes, kwargs)
@@ -263,7 +265,7 @@ def start_range(message: str | None = None, color=None, domain=None, category=No
                 payload=None) -> int:
     """The nvtx package's start_range: the id to pass to end_range (it remembers the domain)."""
     args = _event(message, color, domain, category, payload)
-    if not (_TOOL or (_TOOL is None and _probe())):
+    if _TOOL is False or not (_TOOL or _probe()):
         return 0
     rid = _C._nvtx_start(*args)
     if args[2] is None:
@@ -275,6 +277,8 @@ def start_range(message: str | None = None, color=None, domain=None, category=No
 
 def end_range(range_id: int, domain=None) -> None:
     """The nvtx package's end_range: close a start_range range, in the domain it was opened in."""
+    if _TOOL is False and domain is None:  # nothing to close, nothing to check: return first
+        return
     handle = _domain(domain) if domain is not None else getattr(range_id, "domain", None)
     if _TOOL or (_TOOL is None and _probe()):
         _C._nvtx_end(range_id, handle)
@@ -299,9 +303,20 @@ class annotate:
     def __init__(self, message: str | None = None, color=None, domain=None, category=None,
                  payload=None):
         self.message = message
-        # the message is checked now; a missing one is filled in by the decorator
-        self._args = _event("" if message is None else message, color, domain, category, payload)
-        self._domain = self._args[2]
+        # Checked now (a missing message is filled in by the decorator). Built once per `with`
+        # in the usual habit, so _event's cache is read here without its call: a repeated
+        # call finds its checked arguments in one dict lookup.
+        if payload is None:
+            try:
+                args = _RESOLVED.get((message, color, domain, category, type(color), type(category)))
+            except TypeError:  # unhashable: _event checks (and refuses) it
+                args = None
+            if args is None:
+                args = _event("" if message is None else message, color, domain, category, None)
+        else:
+            args = _event("" if message is None else message, color, domain, category, payload)
+        self._args = args
+        self._domain = args[2]
 
     @property
     def category(self) -> int:
@@ -311,11 +326,13 @@ class annotate:
         if self.message is None:
             raise TypeError("nvtx.range() without a message only decorates: use "
                             "`with nvtx.range('name'):`")
-        if _TOOL or (_TOOL is None and _probe()):
+        if _TOOL is False:  # no tool attached: the common case, tested first
+            return self
+        if _TOOL or _probe():
             _C._nvtx_push(*self._args)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc_value, traceback):  # named, not *exc: no tuple per exit
         if _TOOL:
             _C._nvtx_pop(self._domain)
         return False

@@ -107,8 +107,12 @@ def test_line_table():
              "share": 0.75, "mean_us": 750.0},
             {"line": "b.py:9", "source": "y()", "rows": 1, "kernels": 1, "gpu_ms": 0.5,
              "share": 0.25, "mean_us": 500.0}]
-    df = LineTable(rows, "line", 2.0).to_pandas()
+    table = LineTable(rows, "line", 2.0)
+    df = table.to_pandas()  # the printed headers' names, share in percent as printed
+    assert list(df.columns) == ["line", "backward", "rows", "kernels", "gpu_ms", "share_pct",
+                                "mean_us", "source", "function"]
     assert list(df["line"]) == ["a.py:3", "b.py:9"] and list(df["gpu_ms"]) == [1.5, 0.5]
+    assert list(df["share_pct"]) == [75.0, 25.0] and "75.0" in str(table) and "share %" in str(table)
 
 
 def test_stall_report_missing_reasons_are_nan_and_empty(tmp_path):
@@ -127,7 +131,8 @@ def test_straggler_and_merge_tables():
             {"step": 0, "rank": 1, "compute_ns": 12, "collective_ns": 4, "wait_ns": 0}]
     table = StragglerTable("step", 2, rows, [1])
     df = table.to_pandas()
-    assert list(df["arrived_last"]) == [False, True] and list(df["compute_ns"]) == [10, 12]
+    assert list(df.columns) == ["step", "rank", "compute_ms", "collective_ms", "wait_ms", "arrived_last"]
+    assert list(df["arrived_last"]) == [False, True] and list(df["compute_ms"]) == [1e-5, 1.2e-5]
     merged = MergeResult("m.json", [], {}, [{"op": "AllReduce", "bytes": 64, "transfer_ns": 9,
                                              "busbw_gbps": None}], table)
     assert merged.to_pandas().loc[0, "op"] == "AllReduce" and len(merged.straggler.to_pandas()) == 2

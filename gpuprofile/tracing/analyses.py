@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._format import html_table, text_table
-from .._tables import Tabular
+from .._tables import Tabular, named_row
 
 
 def runs(start, end) -> tuple:
@@ -264,7 +264,9 @@ class StepTable(Tabular):
                 "idle ms"]
 
     def table_rows(self) -> list:
-        return [dict(row) for row in self.rows]
+        """Every step's row, named and scaled as printed (ms); to_dict() keeps the ns."""
+        return [named_row(self._HEADERS, [row["step"], row["rank"], *(row[f] / 1e6 for f in STEP_FIELDS)])
+                for row in self.rows]
 
     def to_dict(self) -> dict:
         return {"world_size": self.world_size, "rows": list(self.rows), "totals": self.totals()}
@@ -308,16 +310,24 @@ class HeldBackTable(Tabular):
                 "others' idle us", "compute ms", "others' compute ms", "why"]
 
     def table_rows(self) -> list:
-        return [dict(row) for row in self.rows]
+        """Every row (not only the top), named and scaled as printed (us, ms); to_dict() keeps
+        the ns. `late_ranks` is a list here, "2,3" when printed."""
+        return [named_row(self._HEADERS, self._cells(r)) for r in self.rows]
 
     def to_dict(self) -> dict:
         return {"rows": list(self.rows)}
 
+    @staticmethod
+    def _cells(r) -> list:
+        return [r["step"], r["rank"], list(r["ranks"]), r["collective"], r["held_ns"] / 1e3,
+                r["idle_before_ns"] / 1e3, r["others_idle_before_ns"] / 1e3, r["compute_ns"] / 1e6,
+                r["others_compute_ns"] / 1e6, r["reason"]]
+
     def _body(self) -> list:
-        return [[str(r["step"]), r["rank"], ",".join(map(str, r["ranks"])), r["collective"],
-                 r["held_ns"] / 1e3,
-                 r["idle_before_ns"] / 1e3, r["others_idle_before_ns"] / 1e3, r["compute_ns"] / 1e6,
-                 r["others_compute_ns"] / 1e6, r["reason"]] for r in self.rows[: self.top]]
+        body = [self._cells(r) for r in self.rows[: self.top]]
+        for cells in body:
+            cells[0], cells[2] = str(cells[0]), ",".join(map(str, cells[2]))
+        return body
 
     def _title(self) -> str:
         return f"steps where late ranks held the others back (top {min(self.top, len(self.rows))} of {len(self.rows)})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import os
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from .occupancy import limits_for
 from .shaping import build_kernels, build_memcpy, build_memset, copy_record_ids, enqueue_order
 from .summary import Summary, busy_ns, factorize, group_rows, region_rows
 from .timeline import build_timeline, region_memory
+
+if TYPE_CHECKING:  # pandas stays optional at run time
+    import pandas
 
 
 class ProfileData:
@@ -375,7 +379,7 @@ class ProfileData:
         lines, site, _, _, duration, kernel, backward = self._python_rows()
         return pylines.by_line(lines, site, duration, kernel, per, backward)
 
-    def to_pandas(self, table: str = "kernels"):
+    def to_pandas(self, table: str = "kernels") -> pandas.DataFrame:
         """One record table as a pandas DataFrame (needs pandas): 'kernels' (default), 'memcpy',
         'memset' or 'memory', the columns of the NumPy array of that name, or 'events': all of them
         in one table, the columns of to_arrow() (docs/tracing.md). The grouped tables:

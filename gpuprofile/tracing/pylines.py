@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import _C
 from .._format import html_table, text_table
-from .._tables import Tabular
+from .._tables import Tabular, named_row
 
 NO_FRAME = "<no Python frame>"
 BACKWARD_MARK = " (backward)"
@@ -235,22 +235,30 @@ class LineTable(Tabular):
         return {"per": self.per, "total_ms": self.total_ms, "rows": list(self.rows)}
 
     def table_rows(self) -> list:
-        """One row per line (or function), largest GPU time first."""
-        return [dict(r) for r in self.rows]
+        """One row per line (or function), largest GPU time first, named and scaled as printed:
+        share_pct in percent (rows' and to_dict()'s `share` is the 0..1 fraction); per line,
+        also the line's function (not printed: the source is)."""
+        extra = (lambda r: {"function": r.get("function")}) if self.per == "line" else (lambda r: {})
+        return [{**named_row(self._headers(), self._cells(r)), **extra(r)} for r in self.rows]
+
+    def _headers(self) -> list:
+        key = "line" if self.per == "line" else "function"
+        return [key, "backward", "rows", "kernels", "GPU ms", "share %", "mean µs"] + (
+            ["source"] if self.per == "line" else [])
+
+    def _cells(self, r) -> list:
+        key = "line" if self.per == "line" else "function"
+        return [r[key], bool(r.get("backward")), r["rows"], r["kernels"], r["gpu_ms"],
+                100 * r["share"], r["mean_us"]] + ([r["source"]] if self.per == "line" else [])
 
     def _table(self):
-        key = "line" if self.per == "line" else "function"
-        head = [key, "pass", "rows", "kernels", "GPU ms", "share %", "mean µs"]
-        if self.per == "line":
-            head.append("source")
         body = []
         for r in self.rows:
-            row = [r[key], "backward" if r.get("backward") else "", r["rows"], r["kernels"],
-                   f"{r['gpu_ms']:.3f}", f"{100 * r['share']:.1f}", f"{r['mean_us']:.1f}"]
-            if self.per == "line":
-                row.append(r["source"])
+            row = self._cells(r)
+            row[1] = "yes" if row[1] else ""
+            row[4:7] = [f"{row[4]:.3f}", f"{row[5]:.1f}", f"{row[6]:.1f}"]
             body.append(row)
-        return head, body
+        return self._headers(), body
 
     def __str__(self) -> str:
         head, body = self._table()

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .._format import html_table, text_table
-from .._tables import Tabular
+from .._tables import Tabular, named_row
 
 
 @dataclass
@@ -48,8 +48,12 @@ class StragglerTable(Tabular):
                 "last_rank": list(self.last), "totals": self.totals()}
 
     def table_rows(self) -> list:
-        """One row per step and rank (times in ns), with whether that rank arrived last."""
-        return [{**row, "arrived_last": self.last[row["step"]] == row["rank"]} for row in self.rows]
+        """One row per step and rank, named and scaled as printed (ms), with whether that rank
+        arrived last (to_dict() keeps the ns; the printed totals are a frame's groupby)."""
+        return [named_row(self._HEADERS, [row["step"], row["rank"], row["compute_ns"] / 1e6,
+                                          row["collective_ns"] / 1e6, row["wait_ns"] / 1e6,
+                                          self.last[row["step"]] == row["rank"]])
+                for row in self.rows]
 
     _HEADERS = ["step", "rank", "compute ms", "collective ms", "wait ms", "arrived last"]
 

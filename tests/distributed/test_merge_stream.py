@@ -104,8 +104,10 @@ def test_overlap_exposed_and_idle_are_exact(tmp_path, monkeypatch, name):
     assert totals[0] == {"rank": 0, "steps": 2, "step_ns": 90_000, "compute_ns": 55_000,
                          "collective_ns": 35_000, "overlap_ns": 15_000, "exposed_ns": 20_000,
                          "idle_ns": 15_000}
-    df = result.steps.to_pandas()
-    assert list(df["overlap_ns"]) == [15_000, 15_000, 0, 0]
+    df = result.steps.to_pandas()  # named and scaled as printed: "overlap ms" -> overlap_ms
+    assert list(df.columns) == ["step", "rank", "step_ms", "compute_ms", "comm_ms", "overlap_ms",
+                                "exposed_ms", "idle_ms"]
+    assert list(df["overlap_ms"]) == [0.015, 0.015, 0, 0]
     assert "exposed ms" in str(result.steps)
 
 
@@ -215,7 +217,11 @@ def test_two_slow_ranks_at_once_are_one_row(tmp_path, monkeypatch, name):
     assert "late ranks" in result.held_back._repr_html_()
     result.held_back.to_csv(tmp_path / "held.csv")
     lines = (tmp_path / "held.csv").read_text().splitlines()
-    assert lines[0].split(",")[:3] == ["step", "rank", "ranks"] and '"[1, 2]"' in lines[1]
+    assert lines[0].split(",") == ["step", "rank", "late_ranks", "collective", "held_us",
+                                   "gpu_idle_before_us", "others_idle_us", "compute_ms",
+                                   "others_compute_ms", "why"]
+    held_us = result.held_back.rows[0]["held_ns"] / 1e3  # as printed: us
+    assert '"[1, 2]"' in lines[1] and float(lines[1].split(",")[-6]) == held_us == 14.0
     waits = {r["rank"]: r["wait_ns"] for r in result.straggler.rows if r["step"] == 0}
     assert waits == {0: 10_000, 1: 0, 2: 0, 3: 10_000}
     json.dumps(result.to_dict())

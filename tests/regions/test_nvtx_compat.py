@@ -106,3 +106,24 @@ def test_the_c_functions_take_payloads_and_category_names():
         _C._nvtx_mark("x", -1, None, 2**32)
     with nvtx.annotate("real", category="io", payload=1.0):
         nvtx.mark("inside", domain="compat-test", category="io")
+
+
+def test_without_a_tool_arguments_are_still_checked_and_c_is_skipped(calls, monkeypatch):
+    monkeypatch.setattr(nvtx, "_TOOL", False)  # no tool attached: the fast paths
+    for _ in range(2):  # the second time the checked arguments come from the cache
+        with nvtx.annotate("x", color="blue", category=3) as a:
+            pass
+        assert a._args == ("x", nvtx.COLORS["blue"], None, 3)
+        with pytest.raises(ValueError, match="unknown color"):
+            nvtx.annotate("x", color="nope")
+        with pytest.raises(TypeError, match="message must be a str"):
+            nvtx.annotate(5, color="blue")
+        with pytest.raises(TypeError, match="color must be"):
+            nvtx.annotate("x", color=[1])  # unhashable: checked without the cache
+    assert nvtx.start_range("x") == 0 and nvtx.end_range(0) is None
+    dom = nvtx.get_domain("fast")
+    assert dom.push_range(dom.get_event_attributes(message="x")) == -2 and dom.pop_range() == -2
+    with pytest.raises(TypeError, match="nvtx.range\\(\\) without a message only decorates"):
+        with nvtx.annotate():
+            pass
+    assert calls == []  # nothing reached C

@@ -109,7 +109,8 @@ def test_by_line_keeps_a_lines_forward_and_backward_apart():
     rows = [(r["line"], r["backward"], r["gpu_ms"]) for r in table.rows]
     assert rows == [("/u/model.py:10", True, 0.003), ("/u/model.py:11", True, 0.002),
                     ("/u/model.py:10", False, 0.001), (pylines.NO_FRAME, True, 0.0005)]
-    assert "backward" in str(table).splitlines()[3] and "pass" in str(table).splitlines()[1]
+    assert "yes" in str(table).splitlines()[3] and "backward" in str(table).splitlines()[1]
+    assert list(table.to_pandas()["backward"]) == [True, True, False, True]
     funcs = pylines.by_line(lines, site, [1, 2, 3, 4], [True] * 4, "function", back)
     assert [(r["function"], r["backward"]) for r in funcs.rows] == [
         (pylines.NO_FRAME, True), ("mlp (/u/model.py)", True), ("attn (/u/model.py)", True),
