@@ -447,7 +447,6 @@ def compare(results, baseline=0, threshold=None) -> Comparison:
     more on each side), 'inconclusive' where one run cannot tell a change from drift between
     runs. A result that a gate could not trust gets the verdict 'unknown'.
     """
-    from .. import _stats
     from . import gate
 
     if isinstance(results, dict):
@@ -469,18 +468,26 @@ def compare(results, baseline=0, threshold=None) -> Comparison:
     else:
         raise ValueError(f"compare(baseline={baseline!r}): no result with that name; have {labels}")
     base = items[base_index][1]
-    rows = []
-    for label, (_, r) in zip(labels, items, strict=True):
-        low, high = _stats.ratio_interval(*gate.interval(r), *gate.interval(base))
-        ratio = r.median_ms / base.median_ms if base.median_ms > 0 else math.nan
-        if r is base:
-            judged, why = "baseline", ""
-        else:  # a result that cannot be trusted (NaN, <= 0, median not its samples') is no "same"
-            judged, why = "unknown", gate.problem(base) or gate.problem(r)
-            if why is None:
-                decision = gate.stored(ratio, low, high, r.rounds, base.rounds, threshold,
-                                       f"{r.clock}+{base.clock}")
-                judged, why = decision.verdict, decision.line(clock=r.clock)
-        rows.append(ComparisonRow(label, r.median_ms, r.rel_noise, ratio, low, high, judged, why))
+    rows = [compared_row(label, r, base, threshold) for label, (_, r) in zip(labels, items, strict=True)]
     clocks = "+".join(sorted({r.clock for _, r in items}))
     return Comparison(labels[base_index], rows, gate.threshold_pct(threshold, clocks))
+
+
+def compared_row(label: str, r: BenchmarkResult, base: BenchmarkResult, threshold=None, *,
+                 trusted: bool = False) -> ComparisonRow:
+    """compare()'s row for `r` against `base`. trusted: gate.problem() already found nothing
+    wrong with either (`gpuprofile compare` checks each of 400k results once, not per pair)."""
+    from .. import _stats
+    from . import gate
+
+    low, high = _stats.ratio_interval(*gate.interval(r), *gate.interval(base))
+    ratio = r.median_ms / base.median_ms if base.median_ms > 0 else math.nan
+    if r is base:
+        judged, why = "baseline", ""
+    else:  # a result that cannot be trusted (NaN, <= 0, median not its samples') is no "same"
+        judged, why = "unknown", None if trusted else gate.problem(base) or gate.problem(r)
+        if why is None:
+            decision = gate.stored(ratio, low, high, r.rounds, base.rounds, threshold,
+                                   f"{r.clock}+{base.clock}")
+            judged, why = decision.verdict, decision.line(clock=r.clock)
+    return ComparisonRow(label, r.median_ms, r.rel_noise, ratio, low, high, judged, why)
