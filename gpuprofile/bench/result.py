@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+from itertools import compress
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
@@ -177,14 +178,20 @@ class BenchmarkResult(Tabular):
 
         if not isinstance(d, dict):
             raise TypeError(f"a benchmark result must be a dict, got {type(d).__name__}")
-        kwargs = {}
-        for name, annotation, required, plain in _loaded_fields(cls):
-            if name in d:
-                value = d[name]
-                # a value of exactly the plain type needs no check (most fields of most files)
-                kwargs[name] = value if type(value) is plain else _checked_field(name, annotation, value)
-            elif required:
-                raise ValueError(f"benchmark result: required field {name!r} is missing")
+        names, checked, lists = _fast_fields(cls)
+        values = list(map(d.get, names, _ABSENT_ROW[: len(names)]))
+        shape = tuple(map(type, values))
+        present = checked.get(shape)
+        if present is not None:  # every field's type as in a result already checked: no conversion
+            kwargs = dict(zip(compress(names, present), compress(values, present)))
+            for name, annotation in lists:  # a type says nothing of a list's items: check them
+                if name in kwargs:
+                    kwargs[name] = _checked_field(name, annotation, kwargs[name])
+        else:
+            kwargs = _checked_fields(cls, d)
+            # every value kept as loaded: the next result of these types takes the fast path
+            if all(kwargs.get(n, _ABSENT) is v for n, v in zip(names, values) if n not in dict(lists)):
+                checked[shape] = tuple(v is not _ABSENT for v in values)
         samples = [_checked_field("samples", "float", x) for x in _checked_field("samples", "list", d.get("samples", []))]
         return cls(samples=np.asarray(samples, dtype=np.float64), **kwargs)
 
@@ -289,6 +296,40 @@ class BenchmarkResult(Tabular):
 
     def _repr_html_(self) -> str:
         return html_table(["", ""], self._rows(), title=f"BenchmarkResult {self.name}")
+
+
+def _checked_fields(cls, d: dict) -> dict:
+    """The fields of `d` that from_dict passes on, each checked (_checked_field)."""
+    kwargs = {}
+    for name, annotation, required, plain in _loaded_fields(cls):
+        if name in d:
+            value = d[name]
+            # a value of exactly the plain type needs no check (most fields of most files)
+            kwargs[name] = value if type(value) is plain else _checked_field(name, annotation, value)
+        elif required:
+            raise ValueError(f"benchmark result: required field {name!r} is missing")
+    return kwargs
+
+
+class _Absent:
+    """A field that a saved result lacks (its type tells it from a null)."""
+
+
+_ABSENT = _Absent()
+_ABSENT_ROW = (_ABSENT,) * 256
+
+
+@functools.cache
+def _fast_fields(cls) -> tuple:
+    """(names, checked, lists) for from_dict's fast path: the loaded fields' names; the type
+    tuples (one type a field, _Absent where missing) of results that _checked_fields
+    passed unchanged, each with which fields are present: a result whose values have exactly those types passes unchanged too, so
+    400k results are not checked field by field; the list fields, whose items a type does not
+    cover and which are always checked."""
+    loaded = _loaded_fields(cls)
+    assert len(loaded) <= len(_ABSENT_ROW)
+    return (tuple(n for n, *_ in loaded), {},
+            tuple((n, a) for n, a, *_ in loaded if a.partition(" | ")[0] == "list"))
 
 
 @functools.cache
@@ -406,7 +447,6 @@ def compare(results, baseline=0, threshold=None) -> Comparison:
     more on each side), 'inconclusive' where one run cannot tell a change from drift between
     runs. A result that a gate could not trust gets the verdict 'unknown'.
     """
-    from .. import _stats
     from . import gate
 
     if isinstance(results, dict):
@@ -428,18 +468,26 @@ def compare(results, baseline=0, threshold=None) -> Comparison:
     else:
         raise ValueError(f"compare(baseline={baseline!r}): no result with that name; have {labels}")
     base = items[base_index][1]
-    rows = []
-    for label, (_, r) in zip(labels, items, strict=True):
-        low, high = _stats.ratio_interval(*gate.interval(r), *gate.interval(base))
-        ratio = r.median_ms / base.median_ms if base.median_ms > 0 else math.nan
-        if r is base:
-            judged, why = "baseline", ""
-        else:  # a result that cannot be trusted (NaN, <= 0, median not its samples') is no "same"
-            judged, why = "unknown", gate.problem(base) or gate.problem(r)
-            if why is None:
-                decision = gate.stored(ratio, low, high, r.rounds, base.rounds, threshold,
-                                       f"{r.clock}+{base.clock}")
-                judged, why = decision.verdict, decision.line(clock=r.clock)
-        rows.append(ComparisonRow(label, r.median_ms, r.rel_noise, ratio, low, high, judged, why))
+    rows = [compared_row(label, r, base, threshold) for label, (_, r) in zip(labels, items, strict=True)]
     clocks = "+".join(sorted({r.clock for _, r in items}))
     return Comparison(labels[base_index], rows, gate.threshold_pct(threshold, clocks))
+
+
+def compared_row(label: str, r: BenchmarkResult, base: BenchmarkResult, threshold=None, *,
+                 trusted: bool = False) -> ComparisonRow:
+    """compare()'s row for `r` against `base`. trusted: gate.problem() already found nothing
+    wrong with either (`gpuprofile compare` checks each of 400k results once, not per pair)."""
+    from .. import _stats
+    from . import gate
+
+    low, high = _stats.ratio_interval(*gate.interval(r), *gate.interval(base))
+    ratio = r.median_ms / base.median_ms if base.median_ms > 0 else math.nan
+    if r is base:
+        judged, why = "baseline", ""
+    else:  # a result that cannot be trusted (NaN, <= 0, median not its samples') is no "same"
+        judged, why = "unknown", None if trusted else gate.problem(base) or gate.problem(r)
+        if why is None:
+            decision = gate.stored(ratio, low, high, r.rounds, base.rounds, threshold,
+                                   f"{r.clock}+{base.clock}")
+            judged, why = decision.verdict, decision.line(clock=r.clock)
+    return ComparisonRow(label, r.median_ms, r.rel_noise, ratio, low, high, judged, why)

@@ -329,3 +329,31 @@ def test_compare_of_50k_results_takes_seconds(tmp_path):
     elapsed = time.process_time() - t0
     assert c.counts() == {"slower": 50_000} and text.count("\n") > 100_000
     assert elapsed < 60, f"{elapsed:.1f} s of CPU"
+
+
+def test_loading_checks_field_by_field_once_per_shape_and_still_fails_closed(tmp_path, monkeypatch):
+    """Complexity-independent: from_dict checks every field of a result only for a shape of
+    field types it has not seen; results of a known shape (a saved suite) skip that loop, and
+    the gate checks each result once in compare_files. A value of another type, or a list item
+    (a type says nothing of items), still gets the full check and its error."""
+    import gpuprofile.bench.gate as gate
+    import gpuprofile.bench.result as result_module
+
+    full, checked = [], []
+    real_full, real_problem = result_module._checked_fields, gate.problem
+    monkeypatch.setattr(result_module, "_checked_fields", lambda cls, d: full.append(1) or real_full(cls, d))
+    monkeypatch.setattr(gate, "problem", lambda r: checked.append(1) or real_problem(r))
+    n = 2000
+    for label, scale in (("a", 1.0), ("b", 1.2)):
+        plugin_file(tmp_path / f"{label}.json", _suite(n, scale))
+    files = [(p.name, load_results(p)) for p in (tmp_path / "a.json", tmp_path / "b.json")]
+    assert len(full) <= 2, len(full)  # the first result of a shape (one shape here)
+    c = compare_files(files)
+    assert c.counts() == {"slower": n} and len(checked) == 2 * n
+    entries = json.loads((tmp_path / "a.json").read_text())["results"]
+    for field, value in (("median_ms", "1"), ("rounds", True), ("round_medians_ms", [1.0, "x", 1.0]),
+                         ("median_ms", 10**400)):
+        bad = [*entries[:3], {**entries[3], field: value}]
+        (tmp_path / "bad.json").write_text(json.dumps({"gpuprofile_benchmark_file": 1, "results": bad}))
+        with pytest.raises(ResultFileError, match=field):
+            load_results(tmp_path / "bad.json")
