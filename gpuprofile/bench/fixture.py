@@ -58,7 +58,9 @@ class GpuBenchmarkFixture:
         setup() runs untimed before every round and may return (args, kwargs) for it (then
         args= and kwargs= must be left out, and iterations must be 1); teardown(*args, **kwargs)
         runs untimed after every round. Other keywords are benchmark options. Returns target's
-        result from a first, untimed call (a GPU's first call loads code: it is never timed)."""
+        result from a first, untimed call (a GPU's first call loads code: it is never timed).
+        On the CUPTI clock 12 more untimed calls, before the warm-up, learn which kernels and
+        streams fn uses (clock="gpu" makes none)."""
         from .benchmark import make_options, run
         from .pedantic import check, hooks
 

@@ -313,7 +313,7 @@ def _collect(fn, args, kwargs, plan, label, per, setup, warmup, max_kernels,
         # per kernel, the flush before each kernel is a launch of its own with its own range
         flush_kernels = cache_control == "all" and per == "kernel"
         if flush_kernels and not log_on:
-            raise _C.GpuProfileError(
+            raise _C.CuptiError(  # CUPTI held by another tool: the error class says so
                 "cache_control='all' per kernel flushes L2 from CUPTI's launch callbacks, which "
                 f"are unavailable ({notes[-1]}): use cache_control='none', or per='call'")
         if per == "call":

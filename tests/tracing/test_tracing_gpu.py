@@ -196,8 +196,9 @@ def test_cli_run_writes_a_trace(tmp_path):
     script = tmp_path / "work.py"
     script.write_text("import gpuprofile as gp\nwith gp.region('w'):\n    gp.kernels.spin(10_000)\n")
     trace = tmp_path / "t.json"
-    out = subprocess.run([sys.executable, "-m", "gpuprofile", "run", str(script), "--trace",
-                          str(trace)], capture_output=True, text=True, timeout=120)
+    # options before the script, as cProfile, nsys and ncu take them (issue 50)
+    out = subprocess.run([sys.executable, "-m", "gpuprofile", "run", "--trace", str(trace), str(script)],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "gp_spin_kernel" in out.stderr  # the summary (names shortened)
     events = json.loads(trace.read_text())["traceEvents"]
