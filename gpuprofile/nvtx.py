@@ -50,20 +50,26 @@ def _color(color) -> int:
     raise TypeError(f"color must be None, a name, '#RRGGBB' or an int, got {type(color).__name__}")
 
 
-class EventAttributes:
+class EventAttributes(_C.NvtxEventAttributes):
     """A message, color, category and payload resolved once (the nvtx package's fast path:
-    domain.get_event_attributes(...) then domain.push_range(attributes))."""
+    domain.get_event_attributes(...) then domain.push_range(attributes)). Its C half holds the
+    filled NVTX attributes, so pushing them is one C call."""
 
     __slots__ = ("message", "color", "category", "payload", "_args")
 
     def __init__(self, message: str, color=None, category=None, payload=None, domain=None):
         self.message, self.color, self.category, self.payload = message, color, category, payload
         self._args = _event(message, color, domain, category, payload)
+        super().__init__(*self._args)
 
 
-class Domain:
+class Domain(_C.NvtxDomain):
     """A named NVTX domain: its ranges are grouped under that name in Nsight. Domain(None), or
-    get_domain(), is NVTX's default domain."""
+    get_domain(), is NVTX's default domain.
+
+    push_range, pop_range, start_range, end_range and mark are C (NvtxDomain): given event
+    attributes, one NVTX call (which returns at once without a tool); any other form (keywords,
+    a message) comes back to the methods below of the same name with a leading underscore."""
 
     _by_name: dict = {}
 
@@ -95,30 +101,20 @@ class Domain:
     def get_event_attributes(self, message=None, color=None, category=None, payload=None):
         return EventAttributes(message, color, category, payload, self)
 
-    def push_range(self, attributes=None, message=None, color=None, category=None, payload=None) -> int:
-        """Open a range: push_range(event_attributes) or push_range(message=..., color=...)."""
-        if _TOOL is False and attributes.__class__ is EventAttributes:
-            return _NO_TOOL  # checked when the attributes were made
+    def _push_range(self, attributes=None, message=None, color=None, category=None,
+                    payload=None) -> int:
         args = self._attributes(attributes, dict(message=message, color=color, category=category,
                                                  payload=payload))
         return _C._nvtx_push(*args) if _TOOL or _probe() else _NO_TOOL
 
-    def pop_range(self) -> int:
-        if _TOOL is False:  # the common case first: one comparison, then return
-            return _NO_TOOL
-        return _C._nvtx_pop(self._handle) if _TOOL or _probe() else _NO_TOOL
-
-    def start_range(self, attributes=None, **kwargs) -> int:
+    def _start_range(self, attributes=None, **kwargs) -> int:
         args = self._attributes(attributes, kwargs)
-        return _C._nvtx_start(*args) if _TOOL or (_TOOL is None and _probe()) else 0
+        return _C._nvtx_start(*args) if _TOOL or _probe() else 0
 
-    def end_range(self, range_id: int) -> None:
-        if _TOOL or (_TOOL is None and _probe()):
-            _C._nvtx_end(range_id, self._handle)
+    def _end_range(self, range_id: int) -> None:
+        self.end_range(range_id)  # by keyword: the C method takes the id positionally
 
-    def mark(self, attributes=None, **kwargs) -> None:
-        if _TOOL is False and attributes.__class__ is EventAttributes and not kwargs:
-            return
+    def _mark(self, attributes=None, **kwargs) -> None:
         args = self._attributes(attributes, kwargs)
         if _TOOL or _probe():
             _C._nvtx_mark(*args)
