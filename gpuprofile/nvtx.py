@@ -347,17 +347,19 @@ class annotate:
             raise TypeError(f"nvtx.range(...) decorates a callable, got {type(fn).__name__}")
         if not (_TOOL or (_TOOL is None and _probe())):  # nothing records it: fn, as nvtx does
             return fn
-        span = self
-        if self.message is None:
-            span = object.__new__(type(self))
-            span.message = _qualname(fn)
-            span._args = (span.message,) + self._args[1:]
-            span._domain = self._domain
+        event = self._args if self.message is not None else (_qualname(fn),) + self._args[1:]
+        domain = self._domain
 
+        # The C calls themselves, not `with self`: a tool is attached (else fn came back above,
+        # and NVTX binds a tool for the process's life), so __enter__'s checks would be two
+        # Python calls per call for nothing (the nvtx package's decorator calls C directly too).
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with span:
+            _C._nvtx_push(*event)
+            try:
                 return fn(*args, **kwargs)
+            finally:
+                _C._nvtx_pop(domain)
 
         return wrapper
 

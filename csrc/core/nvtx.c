@@ -69,55 +69,101 @@ fill_payload(nvtxEventAttributes_t *a, PyObject *payload)
     return 0;
 }
 
-/* Shared argument parsing: (message, color=-1, domain=None, category=0, payload=None). The
- * category is checked here (PyArg's "I" would wrap a large or negative one silently). */
-static int
-parse_event(PyObject *args, nvtxEventAttributes_t *a, nvtxDomainHandle_t *domain)
+/* A message NVTX can take: a str, UTF-8 without a null character (C would cut it there). */
+static const char *
+event_message(PyObject *obj)
 {
-    const char *message;
-    long long color = -1;
+    if (!PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "NVTX message must be a str, got %s", Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t size;
+    const char *message = PyUnicode_AsUTF8AndSize(obj, &size);
+    if (message != NULL && strlen(message) != (size_t)size) {
+        PyErr_SetString(PyExc_ValueError, "NVTX message must not contain a null character");
+        return NULL;
+    }
+    return message;
+}
+
+/* A category or a range id: an int (as PyArg's "K": no __index__, wrapped modulo 2**64; a
+ * category is then checked against its range by the caller). */
+static int
+event_uint(PyObject *obj, const char *what, unsigned long long *out)
+{
+    if (!PyLong_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "NVTX %s must be an int, got %s", what,
+                     Py_TYPE(obj)->tp_name);
+        return -1;
+    }
+    *out = PyLong_AsUnsignedLongLongMask(obj);
+    return *out == (unsigned long long)-1 && PyErr_Occurred() ? -1 : 0;
+}
+
+/* Shared argument parsing: (message, color=-1, domain=None, category=0, payload=None), by hand
+ * (METH_FASTCALL): PyArg_ParseTuple's format and the argument tuple were most of these calls'
+ * cost with a tool attached. The category is checked here (a large or negative one would
+ * otherwise wrap silently). */
+static int
+parse_event(PyObject *const *args, Py_ssize_t nargs, nvtxEventAttributes_t *a,
+            nvtxDomainHandle_t *domain)
+{
+    if (nargs < 1 || nargs > 5) {
+        PyErr_Format(PyExc_TypeError,
+                     "NVTX events take (message, color, domain, category, payload): 1 to 5 "
+                     "arguments, got %zd",
+                     nargs);
+        return -1;
+    }
+    const char *message = event_message(args[0]);
+    if (message == NULL)
+        return -1;
+    long long color = nargs > 1 ? PyLong_AsLongLong(args[1]) : -1;
+    if (color == -1 && PyErr_Occurred())
+        return -1;
     unsigned long long category = 0;
-    PyObject *domain_obj = Py_None, *payload = Py_None;
-    if (!PyArg_ParseTuple(args, "s|LOKO", &message, &color, &domain_obj, &category, &payload))
+    if (nargs > 3 && event_uint(args[3], "category", &category) < 0)
         return -1;
     if (category > UINT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "NVTX category must be in [0, 2**32)");
         return -1;
     }
-    if (parse_domain(domain_obj, domain) < 0)
+    if (parse_domain(nargs > 2 ? args[2] : NULL, domain) < 0)
         return -1;
     fill_attributes(a, message, color, (unsigned)category);
-    return fill_payload(a, payload);
+    return fill_payload(a, nargs > 4 ? args[4] : Py_None);
 }
 
 static PyObject *
-nvtx_push(PyObject *self, PyObject *args)
+nvtx_push(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     nvtxEventAttributes_t a;
     nvtxDomainHandle_t domain;
-    if (parse_event(args, &a, &domain) < 0)
+    if (parse_event(args, nargs, &a, &domain) < 0)
         return NULL;
     int depth = domain ? nvtxDomainRangePushEx(domain, &a) : nvtxRangePushEx(&a);
     return PyLong_FromLong(depth);
 }
 
 static PyObject *
-nvtx_pop(PyObject *self, PyObject *args)
+nvtx_pop(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *domain_obj = Py_None;
     nvtxDomainHandle_t domain;
-    if (!PyArg_ParseTuple(args, "|O", &domain_obj) || parse_domain(domain_obj, &domain) < 0)
+    if (nargs > 1)
+        return PyErr_Format(PyExc_TypeError, "_nvtx_pop takes (domain=None), got %zd arguments",
+                            nargs);
+    if (parse_domain(nargs ? args[0] : NULL, &domain) < 0)
         return NULL;
     int depth = domain ? nvtxDomainRangePop(domain) : nvtxRangePop();
     return PyLong_FromLong(depth);
 }
 
 static PyObject *
-nvtx_mark(PyObject *self, PyObject *args)
+nvtx_mark(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     nvtxEventAttributes_t a;
     nvtxDomainHandle_t domain;
-    if (parse_event(args, &a, &domain) < 0)
+    if (parse_event(args, nargs, &a, &domain) < 0)
         return NULL;
     if (domain)
         nvtxDomainMarkEx(domain, &a);
@@ -127,23 +173,26 @@ nvtx_mark(PyObject *self, PyObject *args)
 }
 
 static PyObject *
-nvtx_start(PyObject *self, PyObject *args)
+nvtx_start(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     nvtxEventAttributes_t a;
     nvtxDomainHandle_t domain;
-    if (parse_event(args, &a, &domain) < 0)
+    if (parse_event(args, nargs, &a, &domain) < 0)
         return NULL;
     nvtxRangeId_t id = domain ? nvtxDomainRangeStartEx(domain, &a) : nvtxRangeStartEx(&a);
     return PyLong_FromUnsignedLongLong(id);
 }
 
 static PyObject *
-nvtx_end(PyObject *self, PyObject *args)
+nvtx_end(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     unsigned long long id;
-    PyObject *domain_obj = Py_None;
     nvtxDomainHandle_t domain;
-    if (!PyArg_ParseTuple(args, "K|O", &id, &domain_obj) || parse_domain(domain_obj, &domain) < 0)
+    if (nargs < 1 || nargs > 2)
+        return PyErr_Format(PyExc_TypeError,
+                            "_nvtx_end takes (range id, domain=None), got %zd arguments", nargs);
+    if (event_uint(args[0], "range id", &id) < 0 ||
+        parse_domain(nargs > 1 ? args[1] : NULL, &domain) < 0)
         return NULL;
     if (domain)
         nvtxDomainRangeEnd(domain, id);
@@ -224,7 +273,7 @@ attr_init(PyObject *self, PyObject *args, PyObject *kwds)
     }
     nvtxEventAttributes_t a;
     nvtxDomainHandle_t unused;
-    if (parse_event(args, &a, &unused) < 0)
+    if (parse_event(PySequence_Fast_ITEMS(args), PyTuple_GET_SIZE(args), &a, &unused) < 0)
         return -1;
     AttrObject *o = (AttrObject *)self;
     /* "s" took item 0 as a str: hold it, the buffer lives as long as the str */
@@ -471,12 +520,14 @@ add_types(PyObject *module)
 
 static PyMethodDef nvtx_methods[] = {
     {"_nvtx_name_category", nvtx_name_category, METH_VARARGS, "(category, name, domain)"},
-    {"_nvtx_push", nvtx_push, METH_VARARGS, "(message, color, domain, category, payload) -> depth"},
-    {"_nvtx_pop", nvtx_pop, METH_VARARGS, "(domain) -> depth"},
-    {"_nvtx_mark", nvtx_mark, METH_VARARGS, "(message, color, domain, category, payload)"},
-    {"_nvtx_start", nvtx_start, METH_VARARGS,
+    {"_nvtx_push", (PyCFunction)(void (*)(void))nvtx_push, METH_FASTCALL,
+     "(message, color, domain, category, payload) -> depth"},
+    {"_nvtx_pop", (PyCFunction)(void (*)(void))nvtx_pop, METH_FASTCALL, "(domain) -> depth"},
+    {"_nvtx_mark", (PyCFunction)(void (*)(void))nvtx_mark, METH_FASTCALL,
+     "(message, color, domain, category, payload)"},
+    {"_nvtx_start", (PyCFunction)(void (*)(void))nvtx_start, METH_FASTCALL,
      "(message, color, domain, category, payload) -> range id"},
-    {"_nvtx_end", nvtx_end, METH_VARARGS, "(range id, domain)"},
+    {"_nvtx_end", (PyCFunction)(void (*)(void))nvtx_end, METH_FASTCALL, "(range id, domain)"},
     {"_nvtx_domain_create", nvtx_domain_create, METH_VARARGS, "(name) -> handle"},
     {NULL, NULL, 0, NULL},
 };

@@ -165,6 +165,20 @@ def test_the_c_functions_take_payloads_and_category_names():
         _C._nvtx_mark("x", -1, None, 0, "p")
     with pytest.raises(ValueError, match="category"):
         _C._nvtx_mark("x", -1, None, 2**32)
+    # parsed by hand (METH_FASTCALL): each argument checked, each error named
+    for call, args, error, match in (
+            (_C._nvtx_push, (), TypeError, "1 to 5 arguments, got 0"),
+            (_C._nvtx_mark, ("x",) * 6, TypeError, "1 to 5 arguments, got 6"),
+            (_C._nvtx_push, (5,), TypeError, "message must be a str, got int"),
+            (_C._nvtx_start, ("a\0b",), ValueError, "null character"),
+            (_C._nvtx_push, ("x", "red"), TypeError, "integer"),
+            (_C._nvtx_mark, ("x", -1, None, 1.5), TypeError, "category must be an int, got float"),
+            (_C._nvtx_mark, ("x", -1, None, -1), ValueError, r"\[0, 2\*\*32\)"),
+            (_C._nvtx_pop, (None, None), TypeError, "got 2 arguments"),
+            (_C._nvtx_end, (), TypeError, "got 0 arguments"),
+            (_C._nvtx_end, ("7",), TypeError, "range id must be an int, got str")):
+        with pytest.raises(error, match=match):
+            call(*args)
     with nvtx.annotate("real", category="io", payload=1.0):
         nvtx.mark("inside", domain="compat-test", category="io")
 
