@@ -86,8 +86,18 @@ def test_module_functions_reach_the_tool(tool, tmp_path):
         nvtx.end_range(rid)
         nvtx.push_range("p", category="io")
         print(nvtx.pop_range())
+
+        @nvtx.annotate(domain="d")
+        def fails():
+            raise KeyError
+
+        try:
+            fails()
+        except KeyError:
+            print("raised")
     """)
-    assert printed == ["0"]
+    assert printed == ["0", "raised"]
     assert calls == ["domain d", "domain gpuprofile", "push d ann color=ff0060ff category=0",
                      "mark - m category=0 payload=-3", "pop d", "start d s category=0",
-                     "end d 100", "category - 1 io", "push - p category=1", "pop -"]
+                     "end d 100", "category - 1 io", "push - p category=1", "pop -",
+                     "push d fails category=0", "pop d"]  # popped on the way out of a raise
