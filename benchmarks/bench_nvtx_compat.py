@@ -4,6 +4,13 @@ the median and the fastest of ROUNDS rounds of N calls, the two interleaved roun
 shared machine's load falls on both alike), the empty loop's median subtracted. CPU only.
 
     python benchmarks/bench_nvtx_compat.py [--rounds 7] [--n 20000] [--json out.json]
+
+With a tool attached (NVTX binds one from NVTX_INJECTION64_PATH at the first call): under
+`nsys profile` on a GPU machine, or on any machine with tools/nvtx_record_tool.c, a tool that
+does nothing but answer (what reaching a tool costs the caller, not a tool's own work):
+
+    cc -shared -fPIC -I$CUDA_HOME/include -o /tmp/nvtx_tool.so tools/nvtx_record_tool.c
+    NVTX_INJECTION64_PATH=/tmp/nvtx_tool.so python benchmarks/bench_nvtx_compat.py
 """
 
 from __future__ import annotations
@@ -104,7 +111,9 @@ def main(argv=None) -> int:
             times[name][1].append(per_call_ns(o_loop, args.n))
     base = statistics.median(floor)
     rows = []
-    print(f"{'call (no tool attached), ns per call':45} {'nvtx median':>12} {'gpuprofile median':>18} "
+    tool = ours._probe()  # whether NVTX bound a tool (nsys, NVTX_INJECTION64_PATH)
+    title = f"call ({'tool attached' if tool else 'no tool attached'}), ns per call"
+    print(f"{title:45} {'nvtx median':>12} {'gpuprofile median':>18} "
           f"{'nvtx min':>9} {'gpuprofile min':>15}")
     for name, (t, o) in times.items():
         tm, om = statistics.median(t) - base, statistics.median(o) - base
@@ -115,7 +124,8 @@ def main(argv=None) -> int:
     print(f"({args.rounds} rounds of {args.n} calls, interleaved; empty loop {base:.1f} ns subtracted)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"rounds": args.rounds, "n": args.n, "empty_ns": base, "rows": rows}, f, indent=1)
+            json.dump({"rounds": args.rounds, "n": args.n, "tool": tool, "empty_ns": base,
+                       "rows": rows}, f, indent=1)
     return 0
 
 

@@ -50,20 +50,26 @@ def _color(color) -> int:
     raise TypeError(f"color must be None, a name, '#RRGGBB' or an int, got {type(color).__name__}")
 
 
-class EventAttributes:
+class EventAttributes(_C.NvtxEventAttributes):
     """A message, color, category and payload resolved once (the nvtx package's fast path:
-    domain.get_event_attributes(...) then domain.push_range(attributes))."""
+    domain.get_event_attributes(...) then domain.push_range(attributes)). Its C half holds the
+    filled NVTX attributes, so pushing them is one C call."""
 
     __slots__ = ("message", "color", "category", "payload", "_args")
 
     def __init__(self, message: str, color=None, category=None, payload=None, domain=None):
         self.message, self.color, self.category, self.payload = message, color, category, payload
         self._args = _event(message, color, domain, category, payload)
+        super().__init__(*self._args)
 
 
-class Domain:
+class Domain(_C.NvtxDomain):
     """A named NVTX domain: its ranges are grouped under that name in Nsight. Domain(None), or
-    get_domain(), is NVTX's default domain."""
+    get_domain(), is NVTX's default domain.
+
+    push_range, pop_range, start_range, end_range and mark are C (NvtxDomain): given event
+    attributes, one NVTX call (which returns at once without a tool); any other form (keywords,
+    a message) comes back to the methods below of the same name with a leading underscore."""
 
     _by_name: dict = {}
 
@@ -95,30 +101,20 @@ class Domain:
     def get_event_attributes(self, message=None, color=None, category=None, payload=None):
         return EventAttributes(message, color, category, payload, self)
 
-    def push_range(self, attributes=None, message=None, color=None, category=None, payload=None) -> int:
-        """Open a range: push_range(event_attributes) or push_range(message=..., color=...)."""
-        if _TOOL is False and attributes.__class__ is EventAttributes:
-            return _NO_TOOL  # checked when the attributes were made
+    def _push_range(self, attributes=None, message=None, color=None, category=None,
+                    payload=None) -> int:
         args = self._attributes(attributes, dict(message=message, color=color, category=category,
                                                  payload=payload))
         return _C._nvtx_push(*args) if _TOOL or _probe() else _NO_TOOL
 
-    def pop_range(self) -> int:
-        if _TOOL is False:  # the common case first: one comparison, then return
-            return _NO_TOOL
-        return _C._nvtx_pop(self._handle) if _TOOL or _probe() else _NO_TOOL
-
-    def start_range(self, attributes=None, **kwargs) -> int:
+    def _start_range(self, attributes=None, **kwargs) -> int:
         args = self._attributes(attributes, kwargs)
-        return _C._nvtx_start(*args) if _TOOL or (_TOOL is None and _probe()) else 0
+        return _C._nvtx_start(*args) if _TOOL or _probe() else 0
 
-    def end_range(self, range_id: int) -> None:
-        if _TOOL or (_TOOL is None and _probe()):
-            _C._nvtx_end(range_id, self._handle)
+    def _end_range(self, range_id: int) -> None:
+        self.end_range(range_id)  # by keyword: the C method takes the id positionally
 
-    def mark(self, attributes=None, **kwargs) -> None:
-        if _TOOL is False and attributes.__class__ is EventAttributes and not kwargs:
-            return
+    def _mark(self, attributes=None, **kwargs) -> None:
         args = self._attributes(attributes, kwargs)
         if _TOOL or _probe():
             _C._nvtx_mark(*args)
@@ -206,6 +202,9 @@ def _event(message, color, domain, category, payload, unknown=None) -> tuple:
 
 def push(message: str, color=None, domain=None, category=None, payload=None) -> int:
     """Open a nested range on this thread; returns its depth (negative when no tool is attached)."""
+    if _TOOL is False and color is domain is category is payload is None and \
+            message.__class__ is str:  # as in start_range
+        return _NO_TOOL
     args = _event(message, color, domain, category, payload)
     return _C._nvtx_push(*args) if _TOOL or (_TOOL is None and _probe()) else _NO_TOOL
 
@@ -218,6 +217,9 @@ def pop(domain=None) -> int:
 
 def mark(message: str, color=None, domain=None, category=None, payload=None) -> None:
     """An instantaneous marker."""
+    if _TOOL is False and color is domain is category is payload is None and \
+            message.__class__ is str:  # as in start_range
+        return
     args = _event(message, color, domain, category, payload)
     if _TOOL or (_TOOL is None and _probe()):
         _C._nvtx_mark(*args)
@@ -264,6 +266,9 @@ pop_range = pop
 def start_range(message: str | None = None, color=None, domain=None, category=None,
                 payload=None) -> int:
     """The nvtx package's start_range: the id to pass to end_range (it remembers the domain)."""
+    if _TOOL is False and color is domain is category is payload is None and \
+            message.__class__ is str:  # _event's common call, inlined: nothing to check or call
+        return 0
     args = _event(message, color, domain, category, payload)
     if _TOOL is False or not (_TOOL or _probe()):
         return 0
@@ -342,17 +347,19 @@ class annotate:
             raise TypeError(f"nvtx.range(...) decorates a callable, got {type(fn).__name__}")
         if not (_TOOL or (_TOOL is None and _probe())):  # nothing records it: fn, as nvtx does
             return fn
-        span = self
-        if self.message is None:
-            span = object.__new__(type(self))
-            span.message = _qualname(fn)
-            span._args = (span.message,) + self._args[1:]
-            span._domain = self._domain
+        event = self._args if self.message is not None else (_qualname(fn),) + self._args[1:]
+        domain = self._domain
 
+        # The C calls themselves, not `with self`: a tool is attached (else fn came back above,
+        # and NVTX binds a tool for the process's life), so __enter__'s checks would be two
+        # Python calls per call for nothing (the nvtx package's decorator calls C directly too).
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with span:
+            _C._nvtx_push(*event)
+            try:
                 return fn(*args, **kwargs)
+            finally:
+                _C._nvtx_pop(domain)
 
         return wrapper
 

@@ -147,6 +147,13 @@ def test_nvtx():
             pass
         raising(lambda: nvtx.push(5), TypeError)()
         raising(lambda: nvtx.push(message, color="mauve"), ValueError)()
+        attributes = domain.get_event_attributes(message=message, payload=2)  # C holds message
+        domain.push_range(attributes)
+        domain.pop_range()
+        domain.end_range(domain.start_range(attributes))
+        domain.mark(attributes)
+        domain.mark(message)  # the Python path
+        raising(lambda: domain.end_range("x"), TypeError)()
 
     check_no_growth(step, inputs=[message, domain, rng])
 

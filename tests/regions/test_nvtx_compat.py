@@ -57,20 +57,81 @@ def test_start_and_end_range_remember_the_domain(calls, monkeypatch):
 
 
 def test_domain_objects_have_the_packages_methods(calls, monkeypatch):
+    """The keyword forms go through Python (recorded here); event attributes and pop_range go
+    to NVTX from C directly (test_nvtx_tool.py records those with a tool attached)."""
     monkeypatch.setattr(nvtx._C, "_nvtx_domain_create", lambda name: 99)
     d = nvtx.get_domain("trainer")
-    assert d is nvtx.get_domain("trainer") and d is nvtx.Domain("trainer")
+    assert d is nvtx.get_domain("trainer") and d is nvtx.Domain("trainer") and d._handle == 99
     attributes = d.get_event_attributes(message="fwd", color="red", category="io", payload=1)
-    d.push_range(attributes)
-    d.pop_range()
+    assert attributes._args == ("fwd", 0xFFFF0000, 99, 1, 1)
+    d.push_range(attributes=attributes)  # by keyword: the Python path
     rid = d.start_range(message="bwd")
-    d.end_range(rid)
+    d.end_range(range_id=rid)
     d.mark("here")
     assert d.get_category_id("io") == 1
     assert calls == [("name_category", 1, "io", 99), ("push", "fwd", 0xFFFF0000, 99, 1, 1),
-                     ("pop", 99), ("start", "bwd", -1, 99, 0), ("end", 7, 99),
-                     ("mark", "here", -1, 99, 0)]
+                     ("start", "bwd", -1, 99, 0), ("mark", "here", -1, 99, 0)]
     assert nvtx.get_domain() is nvtx.get_domain(None) and nvtx.get_domain()._handle is None
+
+
+def test_the_c_domain_methods_check_their_arguments():
+    d = nvtx.get_domain("c-checks")
+    a = d.get_event_attributes(message="x")
+    with pytest.raises(TypeError, match=r"pop_range\(\) takes no arguments \(1 given\)"):
+        d.pop_range(a)
+    for bad, error, match in (("x", TypeError, "range_id must be an int .*got str"),
+                              (True, TypeError, "range_id must be an int .*got bool"),
+                              (1.0, TypeError, "got float"), (-1, OverflowError, r"2\*\*64"),
+                              (2**64, OverflowError, r"\[0, 2\*\*64\)")):
+        with pytest.raises(error, match=match):
+            d.end_range(bad)
+    with pytest.raises(TypeError, match="end_range"):
+        d.end_range()  # no id: the Python method names what is missing
+    with pytest.raises(TypeError, match="give event attributes or keywords, not both"):
+        d.push_range(a, message="y")
+    with pytest.raises(TypeError, match="message must be a str"):
+        d.mark(5)  # not attributes: checked as a message
+    with pytest.raises(TypeError, match="_handle must be None or an int, got str"):
+        d._handle = "0x1"
+    with pytest.raises(AttributeError, match="cannot be deleted"):
+        del d._handle
+    assert d._handle is None  # unchanged by the refused assignments
+
+
+def test_event_attributes_c_half_checks_and_owns_its_message():
+    C = nvtx._C.NvtxEventAttributes
+    for args, error, match in ((("x", -1, None, 0, "p"), TypeError, "payload must be an int or"),
+                               (("x", -1, None, 2**32), ValueError, "category"),
+                               ((5,), TypeError, "str"), (("a\0b",), ValueError, "null")):
+        with pytest.raises(error, match=match):
+            C(*args)
+    with pytest.raises(TypeError, match="positional arguments only"):
+        C("x", color=-1)
+
+    class Lazy(nvtx.EventAttributes):
+        def __init__(self):  # never fills the C half
+            pass
+
+    with pytest.raises(TypeError, match="never initialized"):
+        nvtx.get_domain().push_range(Lazy())
+    message = "".join(["own", "ed"])  # a fresh str: only the attributes keep it alive
+    a = nvtx.get_domain().get_event_attributes(message=message)
+    del message
+    assert nvtx.get_domain().push_range(a) == nvtx.get_domain().pop_range()  # both -2: no tool
+
+
+def test_domain_subclasses_get_their_own_c_methods():
+    class Sub(nvtx._C.NvtxDomain):
+        def mark(self, *args):  # a subclass's own method is kept
+            return "own"
+
+    assert Sub.__dict__["push_range"] is not nvtx._C.NvtxDomain.__dict__["push_range"]
+    assert Sub().mark() == "own" and Sub().pop_range() == -2
+    with pytest.raises(TypeError, match="no class arguments"):
+        class Bad(nvtx._C.NvtxDomain, flag=True):
+            pass
+    with pytest.raises(AttributeError, match="_push_range"):
+        Sub().push_range(message="x")  # no Python half to take the keyword form
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -104,6 +165,20 @@ def test_the_c_functions_take_payloads_and_category_names():
         _C._nvtx_mark("x", -1, None, 0, "p")
     with pytest.raises(ValueError, match="category"):
         _C._nvtx_mark("x", -1, None, 2**32)
+    # parsed by hand (METH_FASTCALL): each argument checked, each error named
+    for call, args, error, match in (
+            (_C._nvtx_push, (), TypeError, "1 to 5 arguments, got 0"),
+            (_C._nvtx_mark, ("x",) * 6, TypeError, "1 to 5 arguments, got 6"),
+            (_C._nvtx_push, (5,), TypeError, "message must be a str, got int"),
+            (_C._nvtx_start, ("a\0b",), ValueError, "null character"),
+            (_C._nvtx_push, ("x", "red"), TypeError, "integer"),
+            (_C._nvtx_mark, ("x", -1, None, 1.5), TypeError, "category must be an int, got float"),
+            (_C._nvtx_mark, ("x", -1, None, -1), ValueError, r"\[0, 2\*\*32\)"),
+            (_C._nvtx_pop, (None, None), TypeError, "got 2 arguments"),
+            (_C._nvtx_end, (), TypeError, "got 0 arguments"),
+            (_C._nvtx_end, ("7",), TypeError, "range id must be an int, got str")):
+        with pytest.raises(error, match=match):
+            call(*args)
     with nvtx.annotate("real", category="io", payload=1.0):
         nvtx.mark("inside", domain="compat-test", category="io")
 
