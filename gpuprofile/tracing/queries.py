@@ -114,3 +114,39 @@ SELECT idx, s, e, op, alg, proto, nbytes, row,
 FROM prior WHERE op <> ''
 ORDER BY idx, s, row
 """
+
+# the held-back table (analyses.held_back defines it) from arrivals(step, pos, rank, s, idle,
+# own, lo, compute, who) and labels(step, collective): per step with a first collective, every rank's aligned
+# start s there, its GPU's idle time before it (idle, unclipped), its own-clock start own, its
+# step's start lo and compute, the position `who` of the last to arrive. The late group is
+# late_group()'s, in integers: 4 d > 2 median(d) + 2 max(d), d = s - min(s).
+HELD_BACK = """
+WITH a AS (
+    SELECT *, greatest(least(idle, own - lo), 0) AS idle_c,
+           s - min(s) OVER (PARTITION BY step) AS d,
+           row_number() OVER (PARTITION BY step ORDER BY s) - 1 AS k,
+           count(*) OVER (PARTITION BY step) AS n
+    FROM arrivals),
+m AS (
+    SELECT step, sum(d) FILTER (WHERE k = (n - 1) // 2) + sum(d) FILTER (WHERE k = n // 2) AS twice,
+           max(d) AS latest
+    FROM a GROUP BY step),
+g AS (SELECT a.*, 4 * a.d > m.twice + 2 * m.latest AS late FROM a JOIN m USING (step)),
+t AS (
+    SELECT step,
+           max(s) FILTER (WHERE pos = who) - max(s) FILTER (WHERE NOT late) AS held,
+           max(rank) FILTER (WHERE pos = who) AS rank,
+           list(rank ORDER BY rank) FILTER (WHERE late) AS ranks,
+           max(idle_c) FILTER (WHERE pos = who) AS idle_before_ns,
+           CAST(round_even(median(idle_c) FILTER (WHERE NOT late), 0) AS BIGINT) AS others_idle,
+           max(compute) FILTER (WHERE pos = who) AS compute_ns,
+           CAST(round_even(median(compute) FILTER (WHERE NOT late), 0) AS BIGINT) AS others_compute
+    FROM g GROUP BY step HAVING bool_or(late))
+SELECT step, rank, ranks, l.collective, held, idle_before_ns, others_idle, compute_ns,
+       others_compute,
+       CASE WHEN idle_before_ns - others_idle > compute_ns - others_compute THEN 'late launch'
+            WHEN compute_ns - others_compute > idle_before_ns - others_idle THEN 'compute'
+            ELSE 'unclear' END AS reason
+FROM t JOIN labels l USING (step) WHERE held > 0
+ORDER BY held DESC, step
+"""

@@ -46,3 +46,38 @@ def test_the_sql_and_the_numpy_pass_agree_on_random_ranks(seed):
             assert a.per_step[f].tolist() == b.per_step[f].tolist(), (seed, i, f)
         for f in a.nccl:
             assert a.nccl[f].tolist() == b.nccl[f].tolist(), (seed, i, f)
+
+
+def _arrivals(rng, world: int, n: int) -> tuple:
+    """Ranks, matched collectives, aligned starts, last and first of analyses.straggler's
+    shape: one collective per step (some steps without one), starts on a coarse grid (ties,
+    groups of late ranks, a latest start that is also the median)."""
+    from types import SimpleNamespace
+
+    starts = rng.integers(0, 6, (n, world)) * 1000 + rng.integers(0, 3, (n, world))
+    ranks = []
+    for i in range(world):
+        lo = np.arange(n, dtype=np.int64) * 100_000 - rng.integers(0, 5000, n)
+        own = starts[:, i] + 40
+        idle = np.where(rng.random(n) < 0.1, np.iinfo(np.int64).max, rng.integers(0, 9, n) * 500)
+        ranks.append(SimpleNamespace(
+            rank=3 * i + 1, steps=np.stack([lo, lo + 90_000], axis=1),
+            nccl={"start": own.astype(np.int64), "idle_before": idle.astype(np.int64)},
+            per_step={"compute_ns": (rng.integers(0, 9, n) * 500).astype(np.int64)}))
+    matched = {"op": ["AllReduce"] * n, "index": np.arange(n),
+               "pos": np.tile(np.arange(n)[:, None], (1, world))}
+    first = [None if rng.random() < 0.2 else k for k in range(n)]
+    last = [None if c is None else int(np.argmax(starts[c])) for c in first]
+    return ranks, matched, starts.astype(np.int64), last, first
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_held_back_sql_and_the_numpy_pass_agree(seed):
+    rng = np.random.default_rng(100 + seed)
+    for world in (1, 2, 3, 4, 7):
+        args = _arrivals(rng, world, 40)
+        want = analyses.held_back(*args)
+        got = engines.held_back(*args, engine="duckdb")
+        assert got == want, (seed, world)
+        assert [list(row) for row in got] == [list(row) for row in want]  # the keys' order
+    assert want  # the cases reach the table
