@@ -1,17 +1,20 @@
-"""Who reduces the ranks for `gpuprofile merge` (pass 1: each rank's steps and NCCL kernels,
-analyses.RankSummary): the engines, one table (ENGINES), the merge takes one by name.
+"""Who computes the analyses of `gpuprofile merge`: the engines, one table (ENGINES), and
+which one each analysis gets when none is named (DEFAULTS, measured). The merge takes one by
+name, or none.
 
-- numpy (the default): the hand-written pass, one rank at a time (analyses.summarize); needs
-  nothing more, and measured faster than DuckDB at this work (docs/distributed.md, "Engines").
-- duckdb: the analyses as SQL (queries.py), one query over every rank's Parquet file,
-  in-process, out of core under `memory_limit`, spilling to `temp_directory`.
-- dask: the hand-written pass mapped over a Dask cluster, one task per rank file; the files
-  must be readable where the workers run. `scheduler`: a scheduler's address, or None for a
-  local cluster of `workers` processes.
+- summaries (pass 1: each rank's steps and NCCL kernels, analyses.RankSummary), by
+  - numpy: the hand-written pass, one rank at a time (analyses.summarize);
+  - duckdb: the analyses as SQL (queries.py), one query over every rank's Parquet file,
+    in-process, out of core under `memory_limit`, spilling to `temp_directory`;
+  - dask: the hand-written pass mapped over a Dask cluster, one task per rank file; the files
+    must be readable where the workers run. `scheduler`: a scheduler's address, or None for
+    a local cluster of `workers` processes.
+- held_back (the held-back steps and why), by numpy (analyses.held_back) or duckdb
+  (queries.HELD_BACK).
 
-Every engine gives identical RankSummary objects (tests/distributed/test_engines.py); the
-cross-rank work after them (matching, alignment, the tables) is small (ranks x steps and
-ranks x collectives numbers) and the same code for all.
+Every engine gives identical tables (tests/distributed/test_engines.py, test_queries.py); the
+rest of the cross-rank work (matching, alignment, the collectives and straggler tables) is
+small (ranks x steps and ranks x collectives numbers) and NumPy's for every engine.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from .rank_input import Scan, is_parquet, scan
 from .trace_input import TraceFileError, _check_meta
 
 ENGINES = {
-    "numpy": "the hand-written NumPy pass, one rank at a time (the default: measured faster)",
+    "numpy": "the hand-written NumPy passes, one rank at a time",
     "duckdb": "the analyses as SQL, DuckDB in-process, out of core (pip install duckdb)",
     "dask": "the NumPy pass as one task per rank on a Dask cluster (pip install 'dask[distributed]')",
 }
