@@ -48,12 +48,13 @@ def _ranks(tmp_path, monkeypatch, case: str, name: str) -> list:
 
 @pytest.mark.parametrize("case", ["two", "four", "scale"])
 @pytest.mark.parametrize("name", ["trace.json.gz", "trace.parquet"])
-def test_duckdb_and_numpy_give_identical_tables(tmp_path, monkeypatch, case, name):
+def test_duckdb_numpy_and_the_default_give_identical_tables(tmp_path, monkeypatch, case, name):
     paths = _ranks(tmp_path, monkeypatch, case, name)
     a = merge_traces(paths, tmp_path / "a.json", engine="numpy")
     b = merge_traces(paths, tmp_path / "b.json", engine="duckdb",
                      engine_options={"memory_limit": "256MB", "temp_directory": str(tmp_path)})
-    assert _tables(a) == _tables(b)
+    c = merge_traces(paths, tmp_path / "c.json")  # the default: each analysis's own engine
+    assert _tables(a) == _tables(b) == _tables(c)
     assert a.steps.rows and a.collectives
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
 
