@@ -1,8 +1,9 @@
 """The analyses of `gpuprofile merge` one at a time, NumPy against DuckDB's SQL, on the same
 ranks (the numbers behind tracing/engines.DEFAULTS, docs/distributed.md "Engines"):
 
-    python benchmarks/bench_merge.py --ranks 64 --engines default    # makes the ranks once
-    python benchmarks/bench_merge_analyses.py --data /tmp/gp-merge-parquet-64x200000 --ranks 8,64
+    python benchmarks/bench_merge.py --ranks 256 --engines default    # makes the ranks once
+    python benchmarks/bench_merge_analyses.py --data /tmp/gp-merge-parquet-256x200000 --ranks 8,64 --repeat 2
+    python benchmarks/bench_merge_analyses.py --data ... --ranks 256 --repeat 2 --sql-summaries-up-to 64
 
 summaries: pass 1 of the merge, each rank's file read and reduced to its steps' compute,
 communication, overlap, exposed communication and idle time and its NCCL kernels (one rank at a
@@ -35,14 +36,14 @@ def _timed(fn) -> tuple:
     return time.perf_counter() - t, out
 
 
-def point(paths: list, repeat: int) -> dict:
+def point(paths: list, repeat: int, sql_summaries: bool = True) -> dict:
     import numpy as np
 
     from gpuprofile.tracing import analyses, engines, merge
 
     times: dict = {}
     for _ in range(repeat):
-        for engine in ("numpy", "duckdb"):
+        for engine in ("numpy", "duckdb") if sql_summaries else ("numpy",):
             dt, ranks = _timed(lambda e=engine: merge._summaries(paths, "step", e, {}))
             times.setdefault(f"summaries {engine}", []).append(dt)
     once = {}
@@ -73,6 +74,8 @@ def main() -> None:
     ap.add_argument("--ranks", default="8,64")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--output", default=None)
+    ap.add_argument("--sql-summaries-up-to", type=int, default=None, metavar="N",
+                    help="time DuckDB's summaries only up to N ranks (they take minutes beyond)")
     args = ap.parse_args()
     found = glob.glob(os.path.join(args.data, "trace.rank*.parquet"))
     paths = sorted(found, key=lambda p: int(re.findall(r"rank(\d+)", p)[-1]))
@@ -80,7 +83,8 @@ def main() -> None:
     for n in (int(x) for x in args.ranks.split(",")):
         if n > len(paths):
             sys.exit(f"{args.data} holds {len(paths)} ranks, not {n}")
-        row = point(paths[:n], args.repeat)
+        limit = args.sql_summaries_up_to
+        row = point(paths[:n], args.repeat, limit is None or n <= limit)
         rows.append(row)
         print(json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}),
               flush=True)
