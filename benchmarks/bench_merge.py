@@ -4,7 +4,7 @@ as the straggler of every step, and why.
 
     python benchmarks/bench_merge.py --ranks 2,4,8,16,32,64 --events 200000 --output merge.json
     python benchmarks/bench_merge.py --format json --ranks 2,4,8 --events 200000
-    python benchmarks/bench_merge.py --ranks 2,8,64,256,1024 --engines duckdb,numpy,dask --trace-ranks 2
+    python benchmarks/bench_merge.py --ranks 2,8,64,256,1024 --engines default,duckdb,numpy,dask --trace-ranks 2
 
 The ranks come from tests/distributed/ranks_synthetic.scale_profile: steps of compute kernels
 then an AllReduce in a collective() region, each rank on its own CUPTI clock with its own
@@ -15,6 +15,7 @@ Parquet ranks after the first are derived from a rank planted in no step
 (ranks_synthetic.scale_table: the same table as the export, tested, in a fraction of the time).
 
 --engines picks who computes the tables (tracing/engines.py); each point runs once per engine.
+`default` names none: each analysis by the engine engines.DEFAULTS gives it.
 --trace-ranks N writes only the first N ranks' events to the merged trace (0: every rank):
 the tables still cover every rank, and a trace of a thousand ranks is one nobody opens.
 Peak RSS: the merge's process; for dask also its largest worker process (RUSAGE_CHILDREN).
@@ -112,7 +113,8 @@ def child(args) -> dict:
                "duckdb": {"memory_limit": args.memory_limit, "temp_directory": args.out_dir}}
     trace_ranks = range(args.trace_ranks) if args.trace_ranks else None
     t0 = time.perf_counter()
-    result = gp.merge_traces(paths, out, engine=args.engine, trace_ranks=trace_ranks,
+    engine = None if args.engine == "default" else args.engine
+    result = gp.merge_traces(paths, out, engine=engine, trace_ranks=trace_ranks,
                              engine_options=options.get(args.engine))
     seconds = time.perf_counter() - t0
     peak = _hwm_mb()
@@ -149,7 +151,8 @@ def main() -> None:
     ap.add_argument("--gzip", action="store_true", help="write the merged trace gzipped")
     ap.add_argument("--output", default=None, help="write the results as JSON")
     ap.add_argument("--timeout", type=int, default=900)
-    ap.add_argument("--engines", default="duckdb", help="comma-separated: duckdb, numpy, dask")
+    ap.add_argument("--engines", default="default", help="comma-separated: default, duckdb, "
+                                                            "numpy, dask")
     ap.add_argument("--trace-ranks", type=int, default=0, help="write only the first N ranks' "
                                                                   "events to the trace (0: all)")
     ap.add_argument("--memory-limit", default="2GB", help="duckdb's memory_limit")

@@ -59,8 +59,8 @@ def add_parsers(sub, formatter) -> None:
                    help="also write the tables as CSV files in DIR: collectives, straggler, "
                         "steps, held_back")
     p.add_argument("--engine", choices=tuple(ENGINES), default=None,
-                   help="who computes the tables: numpy (default), duckdb (SQL), dask (a cluster; "
-                        "docs/distributed.md)")
+                   help="who computes the tables: numpy, duckdb (SQL), dask (a cluster); "
+                        "default: each analysis by the faster (docs/distributed.md, Engines)")
     p.add_argument("--memory-limit", default=DEFAULT_MEMORY_LIMIT, metavar="SIZE",
                    help=f"duckdb: memory before it spills to --temp-dir (default {DEFAULT_MEMORY_LIMIT})")
     p.add_argument("--temp-dir", default=None, metavar="DIR", help="duckdb: where it spills")
@@ -117,7 +117,7 @@ def merge_main(args) -> int:
         window = None if args.window_ms is None else tuple(int(round(t * 1e6)) for t in args.window_ms)
         options = ({"scheduler": args.scheduler} if args.engine == "dask" else
                    {"memory_limit": args.memory_limit, "temp_directory": args.temp_dir}
-                   if args.engine == "duckdb" else {})
+                   if args.engine in ("duckdb", None) else {})
         result = merge_traces(args.files, args.output, step=args.straggler_step, align=args.align,
                               steps=args.steps, window=window, engine=args.engine,
                               trace_ranks=args.trace_ranks, engine_options=options)

@@ -1,38 +1,64 @@
-"""Who reduces the ranks for `gpuprofile merge` (pass 1: each rank's steps and NCCL kernels,
-analyses.RankSummary): the engines, one table (ENGINES), the merge takes one by name.
+"""Who computes the analyses of `gpuprofile merge`: the engines, one table (ENGINES), and
+which one each analysis gets when none is named (DEFAULTS, measured). The merge takes one by
+name, or none.
 
-- numpy (the default): the hand-written pass, one rank at a time (analyses.summarize); needs
-  nothing more, and measured faster than DuckDB at this work (docs/distributed.md, "Engines").
-- duckdb: the analyses as SQL (queries.py), one query over every rank's Parquet file,
-  in-process, out of core under `memory_limit`, spilling to `temp_directory`.
-- dask: the hand-written pass mapped over a Dask cluster, one task per rank file; the files
-  must be readable where the workers run. `scheduler`: a scheduler's address, or None for a
-  local cluster of `workers` processes.
+- summaries (pass 1: each rank's steps and NCCL kernels, analyses.RankSummary), by
+  - numpy: the hand-written pass, one rank at a time (analyses.summarize);
+  - duckdb: the analyses as SQL (queries.py), one query over every rank's Parquet file,
+    in-process, out of core under `memory_limit`, spilling to `temp_directory`;
+  - dask: the hand-written pass mapped over a Dask cluster, one task per rank file; the files
+    must be readable where the workers run. `scheduler`: a scheduler's address, or None for
+    a local cluster of `workers` processes.
+- held_back (the held-back steps and why), by numpy (analyses.held_back) or duckdb
+  (queries.HELD_BACK).
 
-Every engine gives identical RankSummary objects (tests/distributed/test_engines.py); the
-cross-rank work after them (matching, alignment, the tables) is small (ranks x steps and
-ranks x collectives numbers) and the same code for all.
+Every engine gives identical tables (tests/distributed/test_engines.py, test_queries.py); the
+rest of the cross-rank work (matching, alignment, the collectives and straggler tables) is
+small (ranks x steps and ranks x collectives numbers) and NumPy's for every engine.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import logging
 import tempfile
 
 import numpy as np
 
-from . import analyses
+from . import analyses, queries
 from .columns import KINDS, META_KEY
 from .rank_input import Scan, is_parquet, scan
 from .trace_input import TraceFileError, _check_meta
 
 ENGINES = {
-    "numpy": "the hand-written NumPy pass, one rank at a time (the default: measured faster)",
+    "numpy": "the hand-written NumPy passes, one rank at a time",
     "duckdb": "the analyses as SQL, DuckDB in-process, out of core (pip install duckdb)",
     "dask": "the NumPy pass as one task per rank on a Dask cluster (pip install 'dask[distributed]')",
 }
 DEFAULT_MEMORY_LIMIT = "2GB"
+
+# Who computes each analysis when no engine is named: the faster of the hand-written NumPy pass
+# and DuckDB's SQL, measured (docs/distributed.md, "Engines", has the numbers). A named engine
+# computes both itself (dask: the summaries on the cluster, held_back as the default does).
+DEFAULTS = {
+    # per rank: the step table's compute, communication, overlap, exposed communication and
+    # idle time; the NCCL kernels with the GPU's idle time before each
+    "summaries": "numpy",
+    # the held-back steps and why, from the first collective of each step on every rank
+    "held_back": "duckdb",
+}
+
+
+def default_engine(analysis: str) -> tuple:
+    """(engine, note) for `analysis` when no engine is named: DEFAULTS's, NumPy when that is
+    DuckDB and DuckDB is not installed, the note saying so (None when nothing fell back)."""
+    engine = DEFAULTS[analysis]
+    if engine == "duckdb" and importlib.util.find_spec("duckdb") is None:
+        return "numpy", (f"{analysis} by NumPy: duckdb, faster at it, is not installed "
+                         "(pip install duckdb); the tables are the same")
+    return engine, None
 
 
 def rank_of(meta: dict, i: int, path: str) -> int:
@@ -50,7 +76,7 @@ def summaries(paths, step: str, engine: str | None = None, memory_limit: str = D
               temp_directory: str | None = None, scheduler: str | None = None,
               workers: int = 2) -> list:
     """Every rank reduced (analyses.RankSummary), in the order of `paths`."""
-    engine = "numpy" if engine is None else engine
+    engine = default_engine("summaries")[0] if engine is None else engine
     if engine == "numpy":
         return [_summary(path, step, i) for i, path in enumerate(paths)]
     if engine == "duckdb":
@@ -68,8 +94,6 @@ def _summary(path: str, step: str, i: int) -> analyses.RankSummary:
 # ---- Dask ------------------------------------------------------------------------------------
 
 def _require(module: str, extra: str):
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError:
@@ -172,7 +196,6 @@ def _scanned_relations(con, scans: dict) -> tuple:
 def _check_parquet(con, paths, direct: dict, files: str) -> dict:
     """{idx: gpus} of the Parquet files read directly; a file whose values read_parquet would
     refuse is scanned by it, which raises the TraceFileError that names the problem."""
-    from . import queries
     from .trace_input import _MAX_CLOCK_NS, _MAX_TIME_NS
 
     kinds = "(" + ", ".join(f"'{k}'" for k in KINDS) + ")"
@@ -203,7 +226,6 @@ def _literal(text: str) -> str:
 
 
 def _duckdb_summaries(duckdb, con, paths: list, step: str) -> list:
-    from . import queries
 
     metas = {i: parquet_footer(p) for i, p in enumerate(paths)}
     direct = {i: m for i, m in metas.items() if m is not None}
@@ -265,4 +287,51 @@ def _rank_summary(idx: int, path: str, meta: dict, gpus: list, step_cols: dict,
     return analyses.RankSummary(rank_of(meta, idx, path), path, meta, list(gpus), windows, per_step, nccl)
 
 
-__all__ = ["ENGINES", "Scan", "summaries"]
+# ---- the held-back table ---------------------------------------------------------------------
+
+def held_back(ranks, matched, starts, last, first, engine: str | None = None,
+              memory_limit: str = DEFAULT_MEMORY_LIMIT, temp_directory: str | None = None,
+              **_) -> list:
+    """analyses.held_back's rows, by NumPy or by DuckDB (queries.HELD_BACK); `engine` as for
+    summaries (dask: as the default)."""
+    if engine in (None, "dask"):
+        engine = default_engine("held_back")[0]
+    if engine == "numpy":
+        return analyses.held_back(ranks, matched, starts, last, first)
+    steps = [k for k, who in enumerate(last) if who is not None]
+    if len(ranks) < 2 or not steps:
+        return []
+    duckdb, con = _connect(memory_limit, temp_directory)
+    try:
+        con.register("arrivals", _arrivals(ranks, matched, starts, last, first, steps))
+        con.register("labels", {"step": np.array(steps, np.int64), "collective": np.array(
+            [f"{matched['op'][first[k]]} #{int(matched['index'][first[k]])}" for k in steps])})
+        keys = ("step", "rank", "ranks", "collective", "held_ns", "idle_before_ns",
+                "others_idle_before_ns", "compute_ns", "others_compute_ns", "reason")
+        return [dict(zip(keys, row, strict=True)) for row in con.execute(queries.HELD_BACK).fetchall()]
+    finally:
+        con.close()
+
+
+def _arrivals(ranks, matched, starts, last, first, steps) -> dict:
+    """The columns of queries.HELD_BACK's `arrivals`, a row per step and rank, built a rank
+    at a time."""
+    ks = np.array(steps, np.int64)
+    cs = np.array([first[k] for k in steps], np.int64)
+    world = len(ranks)
+    cols = {c: np.empty((ks.size, world), np.int64) for c in ("idle", "own", "lo", "compute")}
+    for i, r in enumerate(ranks):
+        j = matched["pos"][cs, i]
+        cols["idle"][:, i] = r.nccl["idle_before"][j]
+        cols["own"][:, i] = r.nccl["start"][j]
+        cols["lo"][:, i] = r.steps[ks, 0]
+        cols["compute"][:, i] = r.per_step["compute_ns"][ks]
+    out = {"step": np.repeat(ks, world), "pos": np.tile(np.arange(world, dtype=np.int64), ks.size),
+           "rank": np.tile(np.array([r.rank for r in ranks], np.int64), ks.size),
+           "s": starts[cs].reshape(-1).astype(np.int64),
+           "who": np.repeat(np.array([last[k] for k in steps], np.int64), world)}
+    out.update({c: v.reshape(-1) for c, v in cols.items()})
+    return out
+
+
+__all__ = ["DEFAULTS", "ENGINES", "Scan", "default_engine", "held_back", "summaries"]

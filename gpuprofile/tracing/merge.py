@@ -196,12 +196,14 @@ class MergeResult(Tabular):
     steps: analyses.StepTable = field(default_factory=lambda: analyses.StepTable(0))
     held_back: analyses.HeldBackTable = field(default_factory=analyses.HeldBackTable)
     window_ns: tuple | None = None
+    notes: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {"path": self.path, "ranks": self.ranks, "alignment": self.alignment,
                 "collectives": self.collectives, "straggler": self.straggler.to_dict(),
                 "steps": self.steps.to_dict(), "held_back": self.held_back.to_dict(),
-                "window_ns": list(self.window_ns) if self.window_ns else None}
+                "window_ns": list(self.window_ns) if self.window_ns else None,
+                "notes": list(self.notes)}
 
     def table_rows(self) -> list:
         """One row per matched collective (the other tables: self.straggler, self.steps,
@@ -235,7 +237,7 @@ class MergeResult(Tabular):
         return "; ".join(parts)
 
     def __str__(self) -> str:
-        out = [f"merged {len(self.ranks)} ranks into {self.path}", self._alignment_line()]
+        out = [f"merged {len(self.ranks)} ranks into {self.path}", self._alignment_line(), *self.notes]
         if self.window_ns:
             out.append(f"written: {self.window_ns[0] / 1e6:.6g} to {self.window_ns[1] / 1e6:.6g} ms "
                        "of the merged time line")
@@ -253,6 +255,13 @@ class MergeResult(Tabular):
                 f"{self.steps._repr_html_()}{self.held_back._repr_html_()}")
 
 
+
+
+def _notes_of(engine) -> list:
+    """What the default engine could not do as DEFAULTS says (engines.default_engine)."""
+    if engine not in (None, "dask"):
+        return []
+    return [note for a in engines.DEFAULTS if (note := engines.default_engine(a)[1])]
 
 
 def merge_traces(paths, output, step: str = "step", align: str = "auto", window=None,
@@ -278,7 +287,8 @@ def merge_traces(paths, output, step: str = "step", align: str = "auto", window=
         raise ValueError("merge_traces: no trace files given")
     output = os.fspath(output)
     trace_ranks = None if trace_ranks is None else {int(r) for r in trace_ranks}
-    ranks = _summaries(paths, step, engine, dict(engine_options or {}))
+    options = dict(engine_options or {})
+    ranks = _summaries(paths, step, engine, options)
     matched = analyses.match(ranks)
     alignment = _align(ranks, matched, align)
     shifts = np.array([r.shift_ns for r in ranks], np.int64)
@@ -296,5 +306,6 @@ def merge_traces(paths, output, step: str = "step", align: str = "auto", window=
     return MergeResult(output, info, alignment, rows,
                        StragglerTable(step, len(ranks), s_rows, last_rank),
                        analyses.StepTable(len(ranks), analyses.step_rows(ranks, n_steps)),
-                       analyses.HeldBackTable(analyses.held_back(ranks, matched, starts, last, first)),
-                       written)
+                       analyses.HeldBackTable(engines.held_back(ranks, matched, starts, last, first,
+                                                                engine, **options)),
+                       written, _notes_of(engine))

@@ -13,10 +13,9 @@ Parquet files that Profile.export_parquet wrote are read by DuckDB directly
 (parquet_kernels / parquet_windows); any other file (Chrome JSON, or Parquet of another shape)
 is scanned and checked by rank_input.scan and handed to DuckDB as arrays.
 
-Union of intervals in SQL: sorted by start, an interval opens a new run when it starts after
-the latest end before it (touching intervals join); the covered length of a run set inside a
-window [lo, hi) is before(hi) - before(lo), before(t) being the running total of the runs that
-start before t minus the part of the last of them that reaches past t: an ASOF join.
+Union of intervals in SQL: a sweep (STEPS says how). It replaced run numbering by window
+functions and ASOF joins, which took 2.2x as long on the same ranks (docs/distributed.md,
+"Engines").
 """
 
 from __future__ import annotations
@@ -64,42 +63,35 @@ FROM read_parquet({files}, filename = true) p JOIN files f ON p.filename = f.fil
 GROUP BY f.idx
 """
 
-# per step of every rank: STEP_FIELDS (analyses.py)
+# per step of every rank: STEP_FIELDS (analyses.py). A sweep over each rank's kernel starts
+# (+1) and ends (-1), with the step windows' bounds among them as points that add nothing:
+# one sort gives, at every point, how many kernels of each class run (all, compute, NCCL) and
+# the length to the next point; a second running sum gives the covered length before each
+# point, before(t); a window's covered length is before(hi) - before(lo). Ties in t need no
+# order in the first pass (only the last row of a tie has a length); in the second, the row
+# with a length comes last, so that every row at t sums only what lies before t.
 STEPS = """
-WITH iv AS (  -- class 0: every kernel, 1: compute (non-NCCL), 2: NCCL
-    SELECT idx, 0 AS cls, s, e FROM kernels WHERE e > s
-    UNION ALL
-    SELECT idx, CASE WHEN op = '' THEN 1 ELSE 2 END, s, e FROM kernels WHERE e > s),
-opens AS (
-    SELECT idx, cls, s, e,
-           max(e) OVER (PARTITION BY idx, cls ORDER BY s, e
-                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS latest
-    FROM iv),
-numbered AS (
-    SELECT idx, cls, s, e,
-           sum(CASE WHEN latest IS NULL OR s > latest THEN 1 ELSE 0 END)
-               OVER (PARTITION BY idx, cls ORDER BY s, e ROWS UNBOUNDED PRECEDING) AS run
-    FROM opens),
-runs AS (SELECT idx, cls, min(s) AS rs, max(e) AS re FROM numbered GROUP BY idx, cls, run),
+WITH pts AS (
+    SELECT idx, unnest([s, e]) AS t, unnest([1, -1]) AS d0,
+           unnest(CASE WHEN op = '' THEN [1, -1] ELSE [0, 0] END) AS d1,
+           unnest(CASE WHEN op = '' THEN [0, 0] ELSE [1, -1] END) AS d2,
+           NULL AS step, 0 AS q
+    FROM kernels WHERE e > s
+    UNION ALL SELECT idx, lo, 0, 0, 0, step, -1 FROM windows
+    UNION ALL SELECT idx, greatest(hi, lo), 0, 0, 0, step, 1 FROM windows),
+lvl AS (
+    SELECT idx, t, step, q, lead(t, 1, t) OVER w - t AS len,
+           sum(d0) OVER w > 0 AS o0, sum(d1) OVER w > 0 AS o1, sum(d2) OVER w > 0 AS o2
+    FROM pts WINDOW w AS (PARTITION BY idx ORDER BY t ROWS UNBOUNDED PRECEDING)),
 cum AS (
-    SELECT idx, cls, rs, re,
-           CAST(sum(re - rs) OVER (PARTITION BY idx, cls ORDER BY rs ROWS UNBOUNDED PRECEDING)
-                AS BIGINT) AS total
-    FROM runs),
-bounds AS (
-    SELECT w.idx, w.step, c.cls, w.lo, greatest(w.hi, w.lo) AS hi
-    FROM windows w CROSS JOIN (VALUES (0), (1), (2)) c(cls)),
-at_lo AS (
-    SELECT b.idx, b.step, b.cls, b.hi, coalesce(c.total - greatest(c.re - b.lo, 0), 0) AS v
-    FROM bounds b ASOF LEFT JOIN cum c ON b.idx = c.idx AND b.cls = c.cls AND b.lo > c.rs),
-at_hi AS (
-    SELECT b.idx, b.step, b.cls, coalesce(c.total - greatest(c.re - b.hi, 0), 0) - b.v AS v
-    FROM at_lo b ASOF LEFT JOIN cum c ON b.idx = c.idx AND b.cls = c.cls AND b.hi > c.rs),
-per AS (
-    SELECT idx, step,
-           sum(v) FILTER (WHERE cls = 0) AS busy, sum(v) FILTER (WHERE cls = 1) AS compute,
-           sum(v) FILTER (WHERE cls = 2) AS comm
-    FROM at_hi GROUP BY idx, step)
+    SELECT idx, step, q,
+           sum(CASE WHEN o0 THEN len ELSE 0 END) OVER w - CASE WHEN o0 THEN len ELSE 0 END AS c0,
+           sum(CASE WHEN o1 THEN len ELSE 0 END) OVER w - CASE WHEN o1 THEN len ELSE 0 END AS c1,
+           sum(CASE WHEN o2 THEN len ELSE 0 END) OVER w - CASE WHEN o2 THEN len ELSE 0 END AS c2
+    FROM lvl WINDOW w AS (PARTITION BY idx ORDER BY t, len ROWS UNBOUNDED PRECEDING)),
+per AS (  -- q: -1 at a window's lo, +1 at its hi
+    SELECT idx, step, sum(q * c0) AS busy, sum(q * c1) AS compute, sum(q * c2) AS comm
+    FROM cum WHERE q <> 0 GROUP BY idx, step)
 SELECT w.idx, w.step, w.lo, w.hi, greatest(w.hi - w.lo, 0) AS step_ns,
        CAST(p.compute AS BIGINT) AS compute_ns, CAST(p.comm AS BIGINT) AS collective_ns,
        CAST(p.compute + p.comm - p.busy AS BIGINT) AS overlap_ns,
@@ -121,4 +113,40 @@ SELECT idx, s, e, op, alg, proto, nbytes, row,
        CASE WHEN latest IS NULL THEN {INT64_MAX} ELSE greatest(s - latest, 0) END AS idle_before
 FROM prior WHERE op <> ''
 ORDER BY idx, s, row
+"""
+
+# the held-back table (analyses.held_back defines it) from arrivals(step, pos, rank, s, idle,
+# own, lo, compute, who) and labels(step, collective): per step with a first collective, every rank's aligned
+# start s there, its GPU's idle time before it (idle, unclipped), its own-clock start own, its
+# step's start lo and compute, the position `who` of the last to arrive. The late group is
+# late_group()'s, in integers: 4 d > 2 median(d) + 2 max(d), d = s - min(s).
+HELD_BACK = """
+WITH a AS (
+    SELECT *, greatest(least(idle, own - lo), 0) AS idle_c,
+           s - min(s) OVER (PARTITION BY step) AS d,
+           row_number() OVER (PARTITION BY step ORDER BY s) - 1 AS k,
+           count(*) OVER (PARTITION BY step) AS n
+    FROM arrivals),
+m AS (
+    SELECT step, sum(d) FILTER (WHERE k = (n - 1) // 2) + sum(d) FILTER (WHERE k = n // 2) AS twice,
+           max(d) AS latest
+    FROM a GROUP BY step),
+g AS (SELECT a.*, 4 * a.d > m.twice + 2 * m.latest AS late FROM a JOIN m USING (step)),
+t AS (
+    SELECT step,
+           max(s) FILTER (WHERE pos = who) - max(s) FILTER (WHERE NOT late) AS held,
+           max(rank) FILTER (WHERE pos = who) AS rank,
+           list(rank ORDER BY rank) FILTER (WHERE late) AS ranks,
+           max(idle_c) FILTER (WHERE pos = who) AS idle_before_ns,
+           CAST(round_even(median(idle_c) FILTER (WHERE NOT late), 0) AS BIGINT) AS others_idle,
+           max(compute) FILTER (WHERE pos = who) AS compute_ns,
+           CAST(round_even(median(compute) FILTER (WHERE NOT late), 0) AS BIGINT) AS others_compute
+    FROM g GROUP BY step HAVING bool_or(late))
+SELECT step, rank, ranks, l.collective, held, idle_before_ns, others_idle, compute_ns,
+       others_compute,
+       CASE WHEN idle_before_ns - others_idle > compute_ns - others_compute THEN 'late launch'
+            WHEN compute_ns - others_compute > idle_before_ns - others_idle THEN 'compute'
+            ELSE 'unclear' END AS reason
+FROM t JOIN labels l USING (step) WHERE held > 0
+ORDER BY held DESC, step
 """

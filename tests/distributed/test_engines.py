@@ -48,12 +48,13 @@ def _ranks(tmp_path, monkeypatch, case: str, name: str) -> list:
 
 @pytest.mark.parametrize("case", ["two", "four", "scale"])
 @pytest.mark.parametrize("name", ["trace.json.gz", "trace.parquet"])
-def test_duckdb_and_numpy_give_identical_tables(tmp_path, monkeypatch, case, name):
+def test_duckdb_numpy_and_the_default_give_identical_tables(tmp_path, monkeypatch, case, name):
     paths = _ranks(tmp_path, monkeypatch, case, name)
     a = merge_traces(paths, tmp_path / "a.json", engine="numpy")
     b = merge_traces(paths, tmp_path / "b.json", engine="duckdb",
                      engine_options={"memory_limit": "256MB", "temp_directory": str(tmp_path)})
-    assert _tables(a) == _tables(b)
+    c = merge_traces(paths, tmp_path / "c.json")  # the default: each analysis's own engine
+    assert _tables(a) == _tables(b) == _tables(c)
     assert a.steps.rows and a.collectives
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
 
@@ -152,3 +153,21 @@ def test_the_benchmarks_fast_ranks_equal_the_profiles_export(tmp_path, monkeypat
         for name in want.column_names:  # values; NaN (occupancy of non-kernels) as None
             values = [[None if x != x else x for x in t.column(name).to_pylist()] for t in (got, want)]
             assert values[0] == values[1], (r, name)
+
+
+def test_the_default_picks_per_analysis_and_says_when_duckdb_is_missing(tmp_path, monkeypatch):
+    import importlib.util
+
+    paths = _ranks(tmp_path, monkeypatch, "four", "trace.parquet")
+    assert engines.DEFAULTS == {"summaries": "numpy", "held_back": "duckdb"}
+    default = merge_traces(paths, tmp_path / "a.json")
+    assert default.notes == []
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "duckdb" else find_spec(name, *a))
+    without = merge_traces(paths, tmp_path / "b.json")
+    assert without.notes == ["held_back by NumPy: duckdb, faster at it, is not installed "
+                             "(pip install duckdb); the tables are the same"]
+    assert without.notes[0] in str(without).splitlines()
+    assert _tables(without) == {**_tables(default), "notes": without.notes}
+    assert default.held_back.rows
