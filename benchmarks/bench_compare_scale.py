@@ -114,7 +114,10 @@ def main() -> None:
     make(base, args.results, 1.0)
     make(new, args.results, 1.3)
     size = os.path.getsize(base) / 1e6
-    t = phases(base, new, os.path.join(args.dir, "out.json"))
+    from gpuprofile.bench.files import collector_paused
+
+    with collector_paused():  # as compare_main runs them
+        t = phases(base, new, os.path.join(args.dir, "out.json"))
     print(f"{args.results} results a file ({size:.0f} MB each), CPU seconds by phase:")
     for k in ("json", "load", "compare", "table", "write"):
         print(f"  {k:8} {t[k]:7.2f}")

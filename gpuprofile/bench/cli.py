@@ -205,6 +205,13 @@ def _raised_by_options(exc: BaseException) -> bool:
 
 
 def compare_main(args) -> int:
+    from .files import collector_paused
+
+    with collector_paused():  # 400k results in a compare of 200k pairs, none in a cycle
+        return _compare(args)
+
+
+def _compare(args) -> int:
     from .files import ResultFileError, compare_files, file_labels, load_results
 
     if len(args.files) < 2:

@@ -10,6 +10,7 @@ from typing import Any
 
 from .._format import fmt, html_table, text_table
 from .._tables import Tabular
+from . import gate
 
 # Bits of NVML's clocks-event (throttle) reason mask, as nvml.h defines them.
 _THROTTLE_REASONS = {
@@ -461,8 +462,6 @@ def compare(results, baseline=0, threshold=None) -> Comparison:
     more on each side), 'inconclusive' where one run cannot tell a change from drift between
     runs. A result that a gate could not trust gets the verdict 'unknown'.
     """
-    from . import gate
-
     if isinstance(results, dict):
         items = list(results.items())
     else:
@@ -491,10 +490,11 @@ def compared_row(label: str, r: BenchmarkResult, base: BenchmarkResult, threshol
                  trusted: bool = False) -> ComparisonRow:
     """compare()'s row for `r` against `base`. trusted: gate.problem() already found nothing
     wrong with either (`gpuprofile compare` checks each of 400k results once, not per pair)."""
-    from .. import _stats
-    from . import gate
+    # the module, not the package's attribute: `from .. import x` runs importlib's Python code
+    # on every call, 200k times in a compare of 200k pairs
+    from .._stats import ratio_interval
 
-    low, high = _stats.ratio_interval(*gate.interval(r), *gate.interval(base))
+    low, high = ratio_interval(*gate.interval(r), *gate.interval(base))
     ratio = r.median_ms / base.median_ms if base.median_ms > 0 else math.nan
     if r is base:
         judged, why = "baseline", ""
