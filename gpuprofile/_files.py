@@ -303,6 +303,27 @@ def _flat(value, pad: str, level: int) -> str:
     return f"{text[0]}\n{pad * (level + 1)}{text[1:-1]}\n{pad * level}{text[-1]}"
 
 
+def _rows(items: list) -> bool:
+    """Whether `items` are all non-empty dicts (not subclasses) of plain values: a table's rows."""
+    return {dict}.issuperset(map(type, items)) and all(
+        row and _PLAIN.issuperset(map(type, row.values())) for row in items)
+
+
+def _flat_rows(rows: list, pad: str, level: int) -> str:
+    """The indented text of a list of rows (see _rows) in one call of the C encoder: each row's
+    items separated at the rows' depth, then each boundary between rows, which the encoder
+    spelled the same way, given the list's depth. Those boundaries are the only place where
+    `}`, a newline and `{` meet: a newline inside a string is always escaped."""
+    inner, outer = pad * (level + 2), pad * (level + 1)
+    encode = _flat_encoder(",\n" + inner)
+    try:
+        text = encode(rows)
+    except ValueError:  # NaN or an infinity: null, as finite_or_none writes it
+        text = encode(finite_or_none(rows))
+    body = text[2:-2].replace("},\n" + inner + "{", f"\n{outer}}},\n{outer}{{\n{inner}")
+    return f"[\n{outer}{{\n{inner}{body}\n{outer}}}\n{pad * level}]"
+
+
 def _indented(value, pad: str, level: int, out: list) -> None:
     if isinstance(value, dict):
         items = value.values()
@@ -316,6 +337,9 @@ def _indented(value, pad: str, level: int, out: list) -> None:
         return
     if _PLAIN.issuperset(map(type, items)):
         out.append(_flat(value, pad, level))
+        return
+    if isinstance(value, list) and _rows(value):
+        out.append(_flat_rows(value, pad, level))
         return
     inner = "\n" + pad * (level + 1)
     out.append(("{" if isinstance(value, dict) else "[") + inner)
