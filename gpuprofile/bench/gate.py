@@ -233,8 +233,10 @@ def interval(result) -> tuple[float, float]:
     samples as _stats.resolve() does, so that quantised samples never claim a zero-width
     interval."""
     low, high = _get(result, "ci_low_ms"), _get(result, "ci_high_ms")
+    if _get(result, "resolution_ms") is not None:
+        return low, high
     samples = _get(result, "samples")
-    if _get(result, "resolution_ms") is not None or samples is None or not len(samples):
+    if samples is None or not len(samples):
         return low, high
     from .._stats import resolve  # NumPy: only for results saved before resolution_ms
 

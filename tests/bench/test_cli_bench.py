@@ -366,3 +366,16 @@ def test_loading_checks_field_by_field_once_per_shape_and_still_fails_closed(tmp
         (tmp_path / "bad.json").write_text(json.dumps({"gpuprofile_benchmark_file": 1, "results": bad}))
         with pytest.raises(ResultFileError, match=field):
             load_results(tmp_path / "bad.json")
+
+
+def test_tables_formatted_a_line_at_a_time_read_as_before():
+    """text_table's one format a line (compare prints 400k rows) gives ljust/rjust's text."""
+    import math
+
+    from gpuprofile._format import text_table
+
+    assert text_table(["name", "x"], [["a", 1.5], ["bb", math.nan]], title="t") == (
+        "t\nname    x\n----  ---\na     1.5\nbb      -")
+    assert text_table(["name", "x"], []) == "name  x\n----  -"
+    with pytest.raises(ValueError, match="2 headers"):
+        text_table(["name", "x"], [["a"]])
