@@ -88,7 +88,7 @@ def phases(base: str, new: str, out: str) -> dict:
     loaded = [load_results(p) for p in (base, new)]
     t["load"] = time.process_time() - t0
     t0 = time.process_time()
-    c = compare_files(list(zip(file_labels([base, new]), loaded)))
+    c = compare_files(list(zip(file_labels([base, new]), loaded, strict=True)))
     t["compare"] = time.process_time() - t0
     t0 = time.process_time()
     sink = io.StringIO()

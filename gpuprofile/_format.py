@@ -105,7 +105,7 @@ def text_table(headers, rows, title: str | None = None) -> str:
     cells = [[v if type(v) is str else fmt(v) for v in row] for row in rows]
     if any(len(r) != len(headers) for r in cells):
         raise ValueError(f"text_table: a row's cells are not the {len(headers)} headers'")
-    widths = [max(len(h), *map(len, column)) for h, column in zip(headers, zip(*cells), strict=True)] \
+    widths = [max(len(h), *map(len, column)) for h, column in zip(headers, zip(*cells, strict=True), strict=True)] \
         if cells else [len(h) for h in headers]
     # first column left-aligned (names), numbers right-aligned; one format for every line
     # (a compare of 200k results prints 400k of them)

@@ -179,7 +179,7 @@ def test_written_json_is_json_dumps_text_byte_for_byte(indent, monkeypatch):
     cases = [
         {}, [], (), 0, "x", None, math.nan, -0.0, 10**30, [math.inf, -math.inf], {"a": [], "b": {}},
         {"rows": rows, "missing": [{"name": "a", "file": "b"}], "files": ["a", "b"]},
-        {1: 2, None: 3, 2.5: [1], True: "t"}, {"nested": {1: "int key inside"}}, [[[]], [{}], [[1]]],
+        {1: 2, None: 3, 2.5: [1], False: "f"}, {"nested": {1: "int key inside"}}, [[[]], [{}], [[1]]],
         {"np": np.float64(1.25), "e": _IntKind(7), "t": (1, (2, math.nan))}, [{"a": {"b": [{"c": 1}]}}],
         [{"why": "},\n   {", "k}": "}, {"}, {"x": 1}], [{"a": 1}, {}], [{"a": 1}, {"b": [1]}], [{"a": 1}, [1]],
         {"deep": [{"a": "}\n{"}, {"b": math.inf}]}, [{"a": 1}, {"a": _IntKind(2)}], [[{"a": 1}, {"b": 2}]],

@@ -106,7 +106,7 @@ def passing(results) -> list:
     samples = [getattr(r, "samples", None) for r in results]
     shaped = np.fromiter((type(k) is int and k >= 1 and type(m) is list and (not m or len(m) == k)
                           and hasattr(s, "__len__") and len(s) == 0
-                          for k, m, s in zip(rounds, medians, samples)), bool, n)
+                          for k, m, s in zip(rounds, medians, samples, strict=True)), bool, n)
     ok = ok_m & ok_l & ok_h & ok_lo & ok_hi & ok_r & shaped
     with np.errstate(invalid="ignore"):
         ok &= np.isfinite(median) & np.isfinite(low) & np.isfinite(high)

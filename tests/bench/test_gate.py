@@ -383,7 +383,7 @@ VARIANTS += [{"round_medians_ms": m} for m in ([], [1.0], [1.0] * 4, [0.98, 1.0,
                                                [1.0, 1.0, math.nan], [1.0, 1.0, 1], [1.0, None, 1.0],
                                                (1.0, 1.0, 1.0), [1.0, 1.0, -0.0])]
 VARIANTS += [{"samples": s} for s in (np.array([0.99, 1.0, 1.01]), [], None, 3, np.array([math.nan]))]
-VARIANTS += [dict(zip(("min_ms", "max_ms", "resolution_ms"), v))
+VARIANTS += [dict(zip(("min_ms", "max_ms", "resolution_ms"), v, strict=True))
              for v in itertools.product([0.99, 0.9901, 1.0, math.nan, None], [1.01, 1.0099, 1.0, math.inf],
                                         [None, 0.0, 1e-4, 2e-4, -1.0, math.nan])]
 
