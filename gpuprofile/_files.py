@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import gzip as _gzip
 import io
 import json
@@ -255,9 +256,103 @@ def finite_or_none(value):
 def write_json(path, data, *, indent: int | None = 1) -> str:
     """Write `data` as strict JSON (non-finite numbers as null) to `path`, atomically. Returns
     the path."""
+    text = dumps_json(data, indent=indent)
     with atomic_write(path, "w") as f:
-        json.dump(finite_or_none(data), f, indent=indent, allow_nan=False)
+        f.write(text)
     return os.fspath(path)
+
+
+def dumps_json(data, *, indent: int | None = 1) -> str:
+    """json.dumps(finite_or_none(data), indent=indent, allow_nan=False), the same text byte for
+    byte, in a fraction of the time: json's indented output is its pure-Python encoder (about
+    30 us a row of `gpuprofile compare --json`, 12 s for 400k rows), so each container of plain
+    values (str, int, float, bool, None) goes to the C encoder whole, with the newline and
+    indentation of its depth as the item separator; only the containers holding containers are
+    walked here."""
+    if indent is None:
+        return json.dumps(finite_or_none(data), allow_nan=False)
+    out: list = []
+    try:
+        _indented(data, " " * indent if isinstance(indent, int) else indent, 0, out)
+    except _Irregular:  # a key the walk does not spell as json would: json's own encoder
+        return json.dumps(finite_or_none(data), indent=indent, allow_nan=False)
+    return "".join(out)
+
+
+class _Irregular(Exception):
+    pass
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+@functools.cache
+def _flat_encoder(item_separator: str):
+    return json.JSONEncoder(allow_nan=False, separators=(item_separator, ": ")).encode
+
+
+def _flat(value, pad: str, level: int) -> str:
+    """The indented text of a non-empty container of plain values, or of a plain value."""
+    encode = _flat_encoder(",\n" + pad * (level + 1))
+    try:
+        text = encode(value)
+    except ValueError:  # NaN or an infinity: null, as finite_or_none writes it
+        text = encode(finite_or_none(value))
+    if not isinstance(value, (dict, list, tuple)):
+        return text
+    return f"{text[0]}\n{pad * (level + 1)}{text[1:-1]}\n{pad * level}{text[-1]}"
+
+
+def _rows(items: list) -> bool:
+    """Whether `items` are all non-empty dicts (not subclasses) of plain values: a table's rows."""
+    return {dict}.issuperset(map(type, items)) and all(
+        row and _PLAIN.issuperset(map(type, row.values())) for row in items)
+
+
+def _flat_rows(rows: list, pad: str, level: int) -> str:
+    """The indented text of a list of rows (see _rows) in one call of the C encoder: each row's
+    items separated at the rows' depth, then each boundary between rows, which the encoder
+    spelled the same way, given the list's depth. Those boundaries are the only place where
+    `}`, a newline and `{` meet: a newline inside a string is always escaped."""
+    inner, outer = pad * (level + 2), pad * (level + 1)
+    encode = _flat_encoder(",\n" + inner)
+    try:
+        text = encode(rows)
+    except ValueError:  # NaN or an infinity: null, as finite_or_none writes it
+        text = encode(finite_or_none(rows))
+    body = text[2:-2].replace("},\n" + inner + "{", f"\n{outer}}},\n{outer}{{\n{inner}")
+    return f"[\n{outer}{{\n{inner}{body}\n{outer}}}\n{pad * level}]"
+
+
+def _indented(value, pad: str, level: int, out: list) -> None:
+    if isinstance(value, dict):
+        items = value.values()
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        out.append(_flat(value, pad, level))
+        return
+    if not items:
+        out.append("{}" if isinstance(value, dict) else "[]")
+        return
+    if _PLAIN.issuperset(map(type, items)):
+        out.append(_flat(value, pad, level))
+        return
+    if isinstance(value, list) and _rows(value):
+        out.append(_flat_rows(value, pad, level))
+        return
+    inner = "\n" + pad * (level + 1)
+    out.append(("{" if isinstance(value, dict) else "[") + inner)
+    for k, item in enumerate(value.items() if isinstance(value, dict) else value):
+        if k:
+            out.append("," + inner)
+        if isinstance(value, dict):
+            key, item = item
+            if not isinstance(key, str):
+                raise _Irregular
+            out.append(json.encoder.encode_basestring_ascii(key) + ": ")
+        _indented(item, pad, level + 1, out)
+    out.append("\n" + pad * level + ("}" if isinstance(value, dict) else "]"))
 
 
 def save_figure(fig, path, **savefig_kwargs) -> None:

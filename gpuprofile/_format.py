@@ -8,6 +8,12 @@ import math
 
 def fmt(value, digits: int = 4) -> str:
     """A number for a table cell: NaN/None as '-', floats to `digits` significant digits."""
+    if type(value) is float:  # most cells: the checks below in the order that costs least
+        if value != value:
+            return "-"
+        if value == 0:
+            return "0"
+        return f"{value:.0f}" if abs(value) >= 10 ** digits else f"{value:.{digits}g}"
     if value is None:
         return "-"
     if isinstance(value, bool):
@@ -96,16 +102,17 @@ class Label(str):
 
 
 def text_table(headers, rows, title: str | None = None) -> str:
-    cells = [[fmt(v) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-
-    def line(values):
-        # first column left-aligned (names), numbers right-aligned
-        return "  ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(values, widths, strict=True)))
-
+    cells = [[v if type(v) is str else fmt(v) for v in row] for row in rows]
+    if any(len(r) != len(headers) for r in cells):
+        raise ValueError(f"text_table: a row's cells are not the {len(headers)} headers'")
+    widths = [max(len(h), *map(len, column)) for h, column in zip(headers, zip(*cells, strict=True), strict=True)] \
+        if cells else [len(h) for h in headers]
+    # first column left-aligned (names), numbers right-aligned; one format for every line
+    # (a compare of 200k results prints 400k of them)
+    line = "  ".join(f"{{:{'<' if i == 0 else '>'}{w}}}" for i, w in enumerate(widths)).format
     out = [title] if title else []
-    out += [line(headers), "  ".join("-" * w for w in widths)]
-    out += [line(r) for r in cells]
+    out += [line(*headers), "  ".join("-" * w for w in widths)]
+    out += [line(*r) for r in cells]
     return "\n".join(out)
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import functools
 import math
-from itertools import compress
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from .._format import fmt, html_table, text_table
 from .._tables import Tabular
+from . import gate
 
 # Bits of NVML's clocks-event (throttle) reason mask, as nvml.h defines them.
 _THROTTLE_REASONS = {
@@ -179,21 +179,33 @@ class BenchmarkResult(Tabular):
         if not isinstance(d, dict):
             raise TypeError(f"a benchmark result must be a dict, got {type(d).__name__}")
         names, checked, lists = _fast_fields(cls)
-        values = list(map(d.get, names, _ABSENT_ROW[: len(names)]))
-        shape = tuple(map(type, values))
-        present = checked.get(shape)
-        if present is not None:  # every field's type as in a result already checked: no conversion
-            kwargs = dict(zip(compress(names, present), compress(values, present)))
-            for name, annotation in lists:  # a type says nothing of a list's items: check them
-                if name in kwargs:
-                    kwargs[name] = _checked_field(name, annotation, kwargs[name])
-        else:
+        shape = (tuple(d), tuple(map(type, d.values())))
+        plan = checked.get(shape)
+        if plan is None:
             kwargs = _checked_fields(cls, d)
-            # every value kept as loaded: the next result of these types takes the fast path
-            if all(kwargs.get(n, _ABSENT) is v for n, v in zip(names, values) if n not in dict(lists)):
-                checked[shape] = tuple(v is not _ABSENT for v in values)
-        samples = [_checked_field("samples", "float", x) for x in _checked_field("samples", "list", d.get("samples", []))]
-        return cls(samples=np.asarray(samples, dtype=np.float64), **kwargs)
+            # every value kept as loaded: the next result of these keys and types takes the fast path
+            if all(kwargs[n] is d[n] for n in kwargs if n not in lists):
+                by_name = {f.name: f for f in fields(cls)}
+                checked[shape] = (tuple(k for k in d if k not in by_name or k == "samples"),
+                                  tuple(by_name[n] for n in names if n not in d))
+            return cls(samples=_checked_samples(d.get("samples", [])), **kwargs)
+        # the keys and value types of a result already checked: its values as loaded, without
+        # the keys that are no field, the absent fields their defaults, set without __init__
+        # (55 keyword arguments a result, 400k results in a compare of 200k pairs; the class
+        # has no __post_init__ to skip)
+        extra, absent = plan
+        state = d.copy()
+        for key in extra:
+            del state[key]
+        for f in absent:
+            state[f.name] = f.default if f.default_factory is MISSING else f.default_factory()
+        for name, item in lists.items():  # a type says nothing of a list's items: check them
+            value = state[name]
+            state[name] = list(value) if {item}.issuperset(map(type, value)) else _checked_field(name, "list", value)
+        state["samples"] = _checked_samples(d["samples"]) if "samples" in d else np.empty(0)
+        result = cls.__new__(cls)
+        result.__dict__.update(state)
+        return result
 
     def save(self, path) -> str:
         """Write this result as strict JSON (samples included; NaN and infinities as null),
@@ -311,25 +323,28 @@ def _checked_fields(cls, d: dict) -> dict:
     return kwargs
 
 
-class _Absent:
-    """A field that a saved result lacks (its type tells it from a null)."""
-
-
-_ABSENT = _Absent()
-_ABSENT_ROW = (_ABSENT,) * 256
-
-
 @functools.cache
 def _fast_fields(cls) -> tuple:
-    """(names, checked, lists) for from_dict's fast path: the loaded fields' names; the type
-    tuples (one type a field, _Absent where missing) of results that _checked_fields
-    passed unchanged, each with which fields are present: a result whose values have exactly those types passes unchanged too, so
-    400k results are not checked field by field; the list fields, whose items a type does not
-    cover and which are always checked."""
+    """(names, checked, lists) for from_dict's fast path: the loaded fields' names; for each
+    (keys, value types) of a result that _checked_fields passed unchanged, the keys that are
+    no field and the fields it lacks: a result of exactly those keys and types passes unchanged
+    too, so 400k results are not checked field by field; the list fields and the type of their
+    items, which a type does not cover and which are always checked."""
     loaded = _loaded_fields(cls)
-    assert len(loaded) <= len(_ABSENT_ROW)
+    assert not hasattr(cls, "__post_init__")  # from_dict's fast path does not call __init__
     return (tuple(n for n, *_ in loaded), {},
-            tuple((n, a) for n, a, *_ in loaded if a.partition(" | ")[0] == "list"))
+            {n: _LIST_ITEMS[n] for n, a, *_ in loaded if a.partition(" | ")[0] == "list"})
+
+
+# The items of BenchmarkResult's list fields (a result of another class has none of these)
+_LIST_ITEMS = {"throttle_reasons": str, "round_medians_ms": float}
+
+
+def _checked_samples(samples):
+    import numpy as np
+
+    return np.asarray([_checked_field("samples", "float", x) for x in _checked_field("samples", "list", samples)],
+                      dtype=np.float64)
 
 
 @functools.cache
@@ -447,8 +462,6 @@ def compare(results, baseline=0, threshold=None) -> Comparison:
     more on each side), 'inconclusive' where one run cannot tell a change from drift between
     runs. A result that a gate could not trust gets the verdict 'unknown'.
     """
-    from . import gate
-
     if isinstance(results, dict):
         items = list(results.items())
     else:
@@ -477,10 +490,11 @@ def compared_row(label: str, r: BenchmarkResult, base: BenchmarkResult, threshol
                  trusted: bool = False) -> ComparisonRow:
     """compare()'s row for `r` against `base`. trusted: gate.problem() already found nothing
     wrong with either (`gpuprofile compare` checks each of 400k results once, not per pair)."""
-    from .. import _stats
-    from . import gate
+    # the module, not the package's attribute: `from .. import x` runs importlib's Python code
+    # on every call, 200k times in a compare of 200k pairs
+    from .._stats import ratio_interval
 
-    low, high = _stats.ratio_interval(*gate.interval(r), *gate.interval(base))
+    low, high = ratio_interval(*gate.interval(r), *gate.interval(base))
     ratio = r.median_ms / base.median_ms if base.median_ms > 0 else math.nan
     if r is base:
         judged, why = "baseline", ""

@@ -334,8 +334,11 @@ def test_compare_of_50k_results_takes_seconds(tmp_path):
 def test_loading_checks_field_by_field_once_per_shape_and_still_fails_closed(tmp_path, monkeypatch):
     """Complexity-independent: from_dict checks every field of a result only for a shape of
     field types it has not seen; results of a known shape (a saved suite) skip that loop, and
-    the gate checks each result once in compare_files. A value of another type, or a list item
+    the gate checks all results at once in compare_files (one by one only where that finds
+    something, for the message). A value of another type, or a list item
     (a type says nothing of items), still gets the full check and its error."""
+    import dataclasses
+
     import gpuprofile.bench.gate as gate
     import gpuprofile.bench.result as result_module
 
@@ -344,12 +347,18 @@ def test_loading_checks_field_by_field_once_per_shape_and_still_fails_closed(tmp
     monkeypatch.setattr(result_module, "_checked_fields", lambda cls, d: full.append(1) or real_full(cls, d))
     monkeypatch.setattr(gate, "problem", lambda r: checked.append(1) or real_problem(r))
     n = 2000
-    for label, scale in (("a", 1.0), ("b", 1.2)):
-        plugin_file(tmp_path / f"{label}.json", _suite(n, scale))
+    for label, scale in (("a", 1.0), ("b", 1.2)):  # as the plugin saves them: no samples
+        plugin_file(tmp_path / f"{label}.json", [
+            dataclasses.replace(r, samples=np.empty(0), min_ms=r.ci_low_ms, max_ms=r.ci_high_ms)
+            for r in _suite(n, scale)])
     files = [(p.name, load_results(p)) for p in (tmp_path / "a.json", tmp_path / "b.json")]
     assert len(full) <= 2, len(full)  # the first result of a shape (one shape here)
     c = compare_files(files)
-    assert c.counts() == {"slower": n} and len(checked) == 2 * n
+    assert c.counts() == {"slower": n} and len(checked) == 0  # gate.passing() showed all good
+    damaged = [files[0], (files[1][0], [*files[1][1][:-1], dataclasses.replace(files[1][1][-1], ci_high_ms=0.5)])]
+    with pytest.raises(ResultFileError, match="outside its interval"):
+        compare_files(damaged)
+    assert len(checked) == 1  # the one result passing() did not show good, named by problem()
     entries = json.loads((tmp_path / "a.json").read_text())["results"]
     for field, value in (("median_ms", "1"), ("rounds", True), ("round_medians_ms", [1.0, "x", 1.0]),
                          ("median_ms", 10**400)):
@@ -357,3 +366,16 @@ def test_loading_checks_field_by_field_once_per_shape_and_still_fails_closed(tmp
         (tmp_path / "bad.json").write_text(json.dumps({"gpuprofile_benchmark_file": 1, "results": bad}))
         with pytest.raises(ResultFileError, match=field):
             load_results(tmp_path / "bad.json")
+
+
+def test_tables_formatted_a_line_at_a_time_read_as_before():
+    """text_table's one format a line (compare prints 400k rows) gives ljust/rjust's text."""
+    import math
+
+    from gpuprofile._format import text_table
+
+    assert text_table(["name", "x"], [["a", 1.5], ["bb", math.nan]], title="t") == (
+        "t\nname    x\n----  ---\na     1.5\nbb      -")
+    assert text_table(["name", "x"], []) == "name  x\n----  -"
+    with pytest.raises(ValueError, match="2 headers"):
+        text_table(["name", "x"], [["a"]])

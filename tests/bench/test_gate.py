@@ -3,6 +3,9 @@ respect the clock's resolution, rounds span the spread between runs, and the out
 interval covers. CLI checks run `python -m gpuprofile` in a subprocess; the plugin runs under
 pytester."""
 
+import dataclasses
+import functools
+import itertools
 import json
 import math
 import random
@@ -350,3 +353,73 @@ def test_plugin_saves_strict_json(pytester):
     pytester.runpytest(f"--gpu-benchmark-save={base}").assert_outcomes(passed=1)
     text = base.read_text()
     assert "NaN" not in text and "Infinity" not in text and '"ci_low_ms": null' in text
+
+
+# ---- gate.passing(): all results at once (gpuprofile compare), held to problem()'s answers ----
+# passing() may only say True where problem() finds nothing, and says True for the results that
+# saved runs hold (else compare would check them one by one again).
+
+
+def saved(**changes) -> BenchmarkResult:
+    """A result as a saved run loads it (no samples), with `changes`."""
+    return dataclasses.replace(_saved_template(), **changes)
+
+
+@functools.cache
+def _saved_template() -> BenchmarkResult:
+    d = {**base_dict(), "median_ms": 1.0, "ci_low_ms": 0.99, "ci_high_ms": 1.01, "min_ms": 0.98,
+         "max_ms": 1.02, "resolution_ms": 1e-6, "rounds": 3, "round_medians_ms": [0.995, 1.0, 1.005]}
+    del d["samples"]
+    return BenchmarkResult.from_dict(d)
+
+
+NUMBERS = [1.0, 0.99, 1.01, 0.985, 1.015, 0.0, -1.0, 1e-300, 1e300, math.nan, math.inf, -math.inf,
+           None, 1, True, "1"]
+VARIANTS = [{}]
+VARIANTS += [{k: v} for k in ("median_ms", "ci_low_ms", "ci_high_ms", "min_ms", "max_ms", "resolution_ms")
+             for v in NUMBERS]
+VARIANTS += [{"rounds": k} for k in (0, -1, 1, 2, 3, 4, True, 3.0, None)]
+VARIANTS += [{"round_medians_ms": m} for m in ([], [1.0], [1.0] * 4, [0.98, 1.0, 1.0], [1.0, 1.0, 1.02],
+                                               [1.0, 1.0, math.nan], [1.0, 1.0, 1], [1.0, None, 1.0],
+                                               (1.0, 1.0, 1.0), [1.0, 1.0, -0.0])]
+VARIANTS += [{"samples": s} for s in (np.array([0.99, 1.0, 1.01]), [], None, 3, np.array([math.nan]))]
+VARIANTS += [dict(zip(("min_ms", "max_ms", "resolution_ms"), v, strict=True))
+             for v in itertools.product([0.99, 0.9901, 1.0, math.nan, None], [1.01, 1.0099, 1.0, math.inf],
+                                        [None, 0.0, 1e-4, 2e-4, -1.0, math.nan])]
+
+
+def test_all_at_once_check_says_true_only_where_problem_finds_nothing():
+    results = [saved(**v) for v in VARIANTS]
+    verdicts = gate.passing(results)
+    assert len(verdicts) == len(results)
+    for v, r, ok in zip(VARIANTS, results, verdicts, strict=True):
+        if ok:
+            assert gate.problem(r) is None, v
+    assert verdicts[0] and sum(verdicts) > len(results) // 4  # the saved shape is decided here
+    shown = {i for i, ok in enumerate(verdicts) if ok}
+    # the only results problem() passes that passing() leaves to it: those with samples, other
+    # types, rounds without round medians given as tuples, or None where a number is looked for
+    left = [VARIANTS[i] for i, r in enumerate(results) if i not in shown and gate.problem(r) is None]
+    assert all("samples" in v or any(type(x) is not float for x in v.values()) for v in left), left
+
+
+def test_all_at_once_check_of_dicts_and_of_nothing():
+    assert gate.passing([]) == []
+    assert gate.passing([saved().to_dict()]) == [False]  # problem() decides dicts
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_all_at_once_check_agrees_on_random_numbers(seed):
+    rng = np.random.default_rng(seed)
+    results = []
+    for _ in range(2000):
+        low, median, high, lo, hi = np.sort(rng.uniform(0.5, 1.5, 5))[[1, 2, 3, 0, 4]]
+        values = [median, low, high, lo, hi]
+        k = int(rng.integers(0, 5))  # one number moved anywhere
+        values[k] = float(rng.uniform(0.4, 1.6))
+        results.append(saved(median_ms=float(values[0]), ci_low_ms=float(values[1]), ci_high_ms=float(values[2]),
+                             min_ms=float(values[3]), max_ms=float(values[4]),
+                             resolution_ms=float(rng.choice([0.0, 1e-3, 0.05])),
+                             round_medians_ms=[float(values[0])] * 3))
+    for r, ok in zip(results, gate.passing(results), strict=True):
+        assert ok == (gate.problem(r) is None), r
