@@ -241,14 +241,10 @@ gp_activity_acquire(unsigned mask)
 {
     if ((mask & GP_ACT_ALL) == 0)
         return 0;
-    if (!any_refs()) {
-        if (begin_session() < 0)
-            return -1;
-    } else if (gp_records_reclaim_clock() < 0) {
-        /* joining a running session: torch.profiler may have registered its TSC clock since it
-         * began (started and stopped inside a trace); the records must be in ns again */
+    /* joining a running session: torch.profiler may have registered its TSC clock since it
+     * began (started and stopped inside a trace); the records must be in ns again */
+    if (!any_refs() ? begin_session() < 0 : gp_records_reclaim_clock() < 0)
         return -1;
-    }
     unsigned done = 0;
     for (int k = 0; k < N_KINDS; k++) {
         if (!(mask & (1u << k)))

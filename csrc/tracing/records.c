@@ -208,22 +208,22 @@ foreign_clock_possible(void)
 }
 
 int
-gp_records_reclaim_clock(void)
+gp_records_register(void)
 {
     if (foreign_clock_possible())
         GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterTimestampCallback(realtime_ns));
+    GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+    registered = 1;
     return 0;
 error:
     return -1;
 }
 
 int
-gp_records_register(void)
+gp_records_reclaim_clock(void)
 {
-    if (gp_records_reclaim_clock() < 0)
-        return -1;
-    GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
-    registered = 1;
+    if (foreign_clock_possible())
+        GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterTimestampCallback(realtime_ns));
     return 0;
 error:
     return -1;
