@@ -241,9 +241,7 @@ gp_activity_acquire(unsigned mask)
 {
     if ((mask & GP_ACT_ALL) == 0)
         return 0;
-    /* joining a running session: torch.profiler may have registered its TSC clock since it
-     * began (started and stopped inside a trace); the records must be in ns again */
-    if (!any_refs() ? begin_session() < 0 : gp_records_reclaim_clock() < 0)
+    if (!any_refs() && begin_session() < 0)
         return -1;
     unsigned done = 0;
     for (int k = 0; k < N_KINDS; k++) {

@@ -220,16 +220,6 @@ error:
 }
 
 int
-gp_records_reclaim_clock(void)
-{
-    if (foreign_clock_possible())
-        GP_CUPTI_CHECK(gp_cupti.cuptiActivityRegisterTimestampCallback(realtime_ns));
-    return 0;
-error:
-    return -1;
-}
-
-int
 gp_records_registered(void)
 {
     return registered;

@@ -17,10 +17,6 @@
 /* Registers the buffer callbacks with CUPTI (at every session start, in case another tool
  * replaced them in between). 0 or -1 with CuptiError. */
 int gp_records_register(void);
-/* Registers our clock again where another client may have registered its own since the session
- * began (torch.profiler started and stopped inside a trace): a consumer that joins a running
- * session gets records in ns. 0 or -1 with CuptiError. */
-int gp_records_reclaim_clock(void);
 /* Whether the callbacks were ever registered: flushing means something. */
 int gp_records_registered(void);
 /* Buffers handed to CUPTI and not back yet, buffers refused (out of memory), buffers kept for
