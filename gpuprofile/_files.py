@@ -269,14 +269,19 @@ def dumps_json(data, *, indent: int | None = 1) -> str:
     values (str, int, float, bool, None) goes to the C encoder whole, with the newline and
     indentation of its depth as the item separator; only the containers holding containers are
     walked here."""
-    if indent is None:
-        return json.dumps(finite_or_none(data), allow_nan=False)
+    if indent is None or _C_INDENTS:
+        return json.dumps(finite_or_none(data), indent=indent, allow_nan=False)
     out: list = []
     try:
         _indented(data, " " * indent if isinstance(indent, int) else indent, 0, out)
     except _Irregular:  # a key the walk does not spell as json would: json's own encoder
         return json.dumps(finite_or_none(data), indent=indent, allow_nan=False)
     return "".join(out)
+
+
+# Python 3.13's C encoder indents by itself (json.dumps with indent no longer falls back to the
+# pure-Python encoder): the walk below is only for the older ones.
+_C_INDENTS = sys.version_info >= (3, 13)
 
 
 class _Irregular(Exception):
