@@ -181,11 +181,14 @@ def compare_files(files, baseline: int = 0, threshold=None) -> FileComparison:
     and field: the comparison fails closed."""
     from . import gate
 
+    trusted = set()  # ids of the results passing() decided: their pairs are decided at once
     for label, results in files:
         for r, ok in zip(results, gate.passing(results), strict=True):
             why = None if ok else gate.problem(r)  # all at once, one by one where not shown
             if why is not None:
                 raise ResultFileError(f"{label}: result {r.name!r}: {why}")
+            if ok:
+                trusted.add(id(r))
     if len(files) < 2:
         raise ValueError("compare needs at least two files")
     if not -len(files) <= baseline < len(files):
@@ -202,17 +205,30 @@ def compare_files(files, baseline: int = 0, threshold=None) -> FileComparison:
     # the baseline's names first, then the others' in order of appearance: dict keys, so that
     # each name is looked up once, not against every name before it (200k results in seconds)
     names = list(dict.fromkeys([*table[baseline], *(n for keyed in table for n in keyed)]))
-    rows, missing = [], []
+    rows, missing, pairs = [], [], []
+    base_table = table[baseline]
     for name in names:
-        present = [(labels[i], keyed[name]) for i, keyed in enumerate(table) if name in keyed]
-        if name not in table[baseline]:
-            rows += [FileRow(r.name, f, r.median_ms, r.rel_noise, math.nan, math.nan, math.nan, "new",
-                             r.rounds) for f, r in present]
+        base = base_table.get(name)
+        if base is None:  # not in the baseline
+            rows += [FileRow(r.name, labels[i], r.median_ms, r.rel_noise, math.nan, math.nan, math.nan,
+                             "new", r.rounds) for i, keyed in enumerate(table)
+                     if (r := keyed.get(name)) is not None]
             continue
-        missing += [(name, labels[i]) for i, keyed in enumerate(table) if name not in keyed]
-        base = table[baseline][name]
-        for f, r in present:  # every result passed gate.problem() above: not checked again
-            row = compared_row(f, r, base, threshold, trusted=True)
-            rows.append(FileRow(r.name, f, row.median_ms, row.rel_noise, row.ratio, row.ratio_low,
-                                row.ratio_high, row.verdict, r.rounds, row.why))
+        base_trusted = id(base) in trusted
+        for label, keyed in zip(labels, table, strict=True):
+            r = keyed.get(name)
+            if r is None:
+                missing.append((name, label))
+            elif base_trusted and id(r) in trusted:  # decided with every such pair below
+                pairs.append((len(rows), label, r, base))
+                rows.append(None)
+            else:  # every result passed gate.problem() above: not checked again
+                row = compared_row(label, r, base, threshold, trusted=True)
+                rows.append(FileRow(r.name, label, row.median_ms, row.rel_noise, row.ratio,
+                                    row.ratio_low, row.ratio_high, row.verdict, r.rounds, row.why))
+    if pairs:
+        decided = gate.stored_pairs([p[2] for p in pairs], [p[3] for p in pairs], threshold)
+        for (at, f, r, _), ratio, low, high, verdict, why in zip(pairs, *decided, strict=True):
+            rows[at] = FileRow(r.name, f, r.median_ms, r.rel_noise, ratio, low, high, verdict,
+                               r.rounds, why)
     return FileComparison(labels[baseline], labels, rows, missing)

@@ -378,7 +378,7 @@ NUMBERS = [1.0, 0.99, 1.01, 0.985, 1.015, 0.0, -1.0, 1e-300, 1e300, math.nan, ma
 VARIANTS = [{}]
 VARIANTS += [{k: v} for k in ("median_ms", "ci_low_ms", "ci_high_ms", "min_ms", "max_ms", "resolution_ms")
              for v in NUMBERS]
-VARIANTS += [{"rounds": k} for k in (0, -1, 1, 2, 3, 4, True, 3.0, None)]
+VARIANTS += [{"rounds": k} for k in (0, -1, 1, 2, 3, 4, True, 3.0, None, 2**80, -2**80)]
 VARIANTS += [{"round_medians_ms": m} for m in ([], [1.0], [1.0] * 4, [0.98, 1.0, 1.0], [1.0, 1.0, 1.02],
                                                [1.0, 1.0, math.nan], [1.0, 1.0, 1], [1.0, None, 1.0],
                                                (1.0, 1.0, 1.0), [1.0, 1.0, -0.0])]
@@ -423,3 +423,61 @@ def test_all_at_once_check_agrees_on_random_numbers(seed):
                              round_medians_ms=[float(values[0])] * 3))
     for r, ok in zip(results, gate.passing(results), strict=True):
         assert ok == (gate.problem(r) is None), r
+
+
+# ---- gate.stored_pairs(): every pair at once (gpuprofile compare), held to compared_row() ----
+
+
+def _pair_row(new, ref, threshold):
+    from gpuprofile.bench.result import compared_row
+
+    row = compared_row("f", new, ref, threshold, trusted=True)
+    return row.ratio, row.ratio_low, row.ratio_high, row.verdict, row.why
+
+
+def _same(a, b) -> bool:
+    return all(x == y or (x != x and y != y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("threshold", [None, 0, 2.5, 10])
+@pytest.mark.parametrize("seed", range(2))
+def test_all_pairs_at_once_give_compared_rows_own_numbers_verdicts_and_lines(seed, threshold):
+    rng = np.random.default_rng(seed)
+    scales = [1.0, 1.0, 1.0, 1e-300, 1e300, 1e-5, 1e5]  # the last ones push a quotient past a float
+    results = []
+    for _ in range(1500):
+        scale = float(rng.choice(scales))
+        median = float(rng.uniform(0.5, 1.5))
+        width = float(rng.choice([0.0, 1e-3, 0.02, 0.1, 0.4])) * median
+        low, high = median - width * float(rng.uniform(0, 1)), median + width * float(rng.uniform(0, 1))
+        rounds = int(rng.integers(1, 6))
+        results.append(saved(median_ms=median * scale, ci_low_ms=low * scale, ci_high_ms=high * scale,
+                             min_ms=low * scale, max_ms=high * scale, rounds=rounds,
+                             round_medians_ms=[median * scale] * rounds,
+                             clock=str(rng.choice(["host", "cupti", "gpu", "host", "cupti"]))))
+    # ratios on a threshold's edge: a result exactly 1 + t / 100 times another, interval of width 0
+    for t in (2.0, 5.0, 2.5, 10.0):
+        for k in (1 + t / 100, 1 / (1 + t / 100)):
+            results += [saved(median_ms=k, ci_low_ms=k, ci_high_ms=k, min_ms=k, max_ms=k,
+                              round_medians_ms=[k] * 3)]
+    ok = gate.passing(results)
+    assert all(ok)
+    idx = rng.integers(0, len(results), (4000, 2))
+    news = [results[i] for i in idx[:, 0]] + results[:50]
+    refs = [results[j] for j in idx[:, 1]] + results[:50]  # the last 50: a result against itself
+    news += results[-8:] * 8
+    refs += [r for r in results[-8:] for _ in range(8)]
+    got = list(zip(*gate.stored_pairs(news, refs, threshold), strict=True))
+    want = [_pair_row(n, r, threshold) for n, r in zip(news, refs, strict=True)]
+    verdicts = {w[3] for w in want} | ({"same"} if threshold == 0 else set())  # none is within 0 %
+    assert {"baseline", "same", "slower", "faster", "inconclusive", "unknown"} <= verdicts, verdicts
+    for n, r, g, w in zip(news, refs, got, want, strict=True):
+        assert _same(g, w), (n.median_ms, n.ci_low_ms, n.ci_high_ms, n.rounds, r.median_ms, g, w)
+
+
+def test_all_pairs_at_once_refuse_what_one_pair_refuses():
+    with pytest.raises(ValueError, match="the threshold must be a finite number"):
+        gate.stored_pairs([saved()], [saved()], threshold=math.nan)
+    with pytest.raises(ValueError, match="1 results against 2"):
+        gate.stored_pairs([saved()], [saved(), saved()])
+    assert gate.stored_pairs([], []) == ([], [], [], [], [])
