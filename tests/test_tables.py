@@ -235,3 +235,20 @@ def test_records_array_frame_keeps_every_field():
 
     df = array_frame(arr)
     assert list(df.columns) == ["a", "b"] and list(df.loc[1, "b"]) == [1.5, 2.5]
+
+
+def test_column_formatters_write_what_the_one_value_formatters_write():
+    import math
+    import random
+
+    from gpuprofile._format import fmt, fmt_column
+    from gpuprofile.bench.result import fmt_time, fmt_times
+
+    rng = random.Random(7)
+    values = [0.0, -0.0, 1.0, 1e-3, 0.999999999, 9999.4, 9999.5, 1e4, -1e4, 999.95, 999.9999, 1e3,
+              math.nan, math.inf, -math.inf, None, True, 3, -2.5, 1e-300, 1e300, "x"]
+    values += [rng.choice([-1, 1]) * 10 ** rng.uniform(-12, 12) for _ in range(5000)]
+    for digits in (3, 4, 6):
+        assert fmt_column(values, digits) == [fmt(v, digits) for v in values]
+    durations = [v for v in values if not isinstance(v, str) and not isinstance(v, bool)]
+    assert fmt_times(durations) == [fmt_time(v) for v in durations]

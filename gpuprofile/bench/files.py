@@ -17,10 +17,10 @@ import os
 from dataclasses import dataclass
 
 from .._files import read_json
-from .._format import fmt, html_table, text_table
+from .._format import fmt_column, html_table, text_table
 from .._tables import Tabular
 from .pytest_json import is_pytest_benchmark, results_of
-from .result import BenchmarkResult, compared_row, fmt_time
+from .result import BenchmarkResult, compared_row, fmt_times
 
 
 class ResultFileError(ValueError):
@@ -148,12 +148,15 @@ class FileComparison(Tabular):
 
     def _table(self):
         headers = ["name", "file", "median", "noise", "ratio", "ratio 95% bounds", "verdict"]
-        body = []
-        for r in self.rows:
-            base = r.verdict in ("baseline", "new")
-            body.append([r.name, r.file, fmt_time(r.median_ms), f"±{fmt(r.rel_noise * 100, 3)} %",
-                         "" if base else f"{fmt(r.ratio)}x",
-                         "" if base else f"{fmt(r.ratio_low)} .. {fmt(r.ratio_high)}", r.verdict])
+        rows = self.rows  # a column at a time: 400k rows in a compare of 200k pairs
+        noise = fmt_column([r.rel_noise * 100 for r in rows], 3)
+        ratio, low, high = (fmt_column([getattr(r, k) for r in rows])
+                            for k in ("ratio", "ratio_low", "ratio_high"))
+        body = [[r.name, r.file, median, f"±{n} %", "", "", r.verdict]
+                if r.verdict in ("baseline", "new") else
+                [r.name, r.file, median, f"±{n} %", f"{x}x", f"{lo} .. {hi}", r.verdict]
+                for r, median, n, x, lo, hi in zip(rows, fmt_times([r.median_ms for r in rows]), noise,
+                                                  ratio, low, high, strict=True)]
         return headers, body
 
     def _title(self) -> str:

@@ -78,6 +78,13 @@ def fmt_time(ms: float | None) -> str:
     return f"{fmt(ms * 1e6)} ns"
 
 
+def fmt_times(values) -> list:
+    """[fmt_time(ms) for ms in values], durations from 1 us to 1 s without a call each."""
+    return [f"{ms:.4g} ms" if type(ms) is float and 1.0 <= ms < 1e3
+            else f"{ms / 1e-3:.4g} µs" if type(ms) is float and 1e-3 <= ms < 1.0
+            else fmt_time(ms) for ms in values]
+
+
 @dataclass
 class BenchmarkResult(Tabular):
     """One benchmark: the samples and everything needed to judge them.
