@@ -99,10 +99,11 @@ def passing(results) -> list:
         "round_medians_ms", "samples"))
 
     def floats(col: list, optional: bool):
+        """(which items are floats, or None where optional; the items as float64, NaN where not)"""
         kinds = set(map(type, col))
         if kinds <= ({float, type(None)} if optional else {float}):  # the saved shape: no loop
-            return np.ones(n, bool), np.array(col, dtype=np.float64)  # None: NaN
-        typed = np.fromiter((type(x) is float or (optional and x is None) for x in col), bool, n)
+            return np.ones(len(col), bool), np.array(col, dtype=np.float64)  # None: NaN
+        typed = np.fromiter((type(x) is float or (optional and x is None) for x in col), bool, len(col))
         return typed, np.array([x if type(x) is float else math.nan for x in col], dtype=np.float64)
 
     (ok_m, median), (ok_l, low), (ok_h, high) = (floats(c, False) for c in (median, low, high))
@@ -126,10 +127,7 @@ def passing(results) -> list:
         items = list(itertools.chain.from_iterable(chosen))
         if items:
             owner = np.repeat(kept, np.fromiter(map(len, chosen), np.int64, len(chosen)))
-            plain = (np.ones(len(items), bool) if {float} >= set(map(type, items))
-                     else np.fromiter((type(x) is float for x in items), bool, len(items)))
-            m = np.array([x if type(x) is float else math.nan for x in items], dtype=np.float64) \
-                if not plain.all() else np.array(items, dtype=np.float64)
+            plain, m = floats(items, False)
             bad = ~plain | ~np.isfinite(m) | (m <= 0) | (m < low[owner]) | (m > high[owner])
             ok[owner[bad]] = False
         # no samples: the interval within the saved min and max, widened by the resolution
@@ -458,11 +456,12 @@ def stored_pairs(news: list, refs: list, threshold: float | None = None) -> tupl
             verdicts.append("baseline")
             lines.append("")
             continue
-        seen = decided.get((case[i], t[i], key, clock))
+        which = (case[i], t[i], key, clock)
+        seen = decided.get(which)
         if seen is None:
             d = decide(ratio[i], low[i], high[i], threshold=t[i], between_runs=between[i],
                        basis=bases[key][1])
-            seen = decided[case[i], t[i], key, clock] = (d.verdict, d._tail(clock))
+            seen = decided[which] = (d.verdict, d._tail(clock))
         verdicts.append(seen[0])
         lines.append(_line(seen[0], ratio[i], low[i], high[i], seen[1]))
     return ratio, low, high, verdicts, lines
